@@ -1,0 +1,48 @@
+//! Command-line interface: `crd`, `explain`, `render-no-proxy`.
+
+mod explain;
+mod render;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Kubernetes operator for clusters behind an outbound HTTP proxy.
+#[derive(Debug, Parser)]
+#[command(name = "egress-proxy-operator", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the EgressProxyPolicy CustomResourceDefinition as YAML.
+    Crd,
+    /// Show, per HTTP client, whether a URL would go direct or through the proxy.
+    Explain(explain::ExplainArgs),
+    /// Write NO_PROXY entries in the syntax of one HTTP client.
+    RenderNoProxy(render::RenderArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Crd => print_crd(),
+        Command::Explain(args) => explain::run(args),
+        Command::RenderNoProxy(args) => render::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_crd() -> anyhow::Result<ExitCode> {
+    print!("{}", crate::api::crd_yaml()?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,6 @@
+//! egress-proxy-operator: computes NO_PROXY from the live cluster, writes it in the dialect each
+//! HTTP client understands, and wires proxy credentials into selected workloads.
+
+pub mod api;
+pub mod cli;
+pub mod noproxy;

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"): workspace tests, then the conformance run
+# of the NO_PROXY engine against the real HTTP clients, which installs what it needs.
+# Needs root (apt-get, network namespaces), as on the project's machines and CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test --workspace --locked
+bash tests/conformance/run.sh
