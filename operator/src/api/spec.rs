@@ -10,6 +10,8 @@ use crate::noproxy::Dialect;
 
 /// Proxy settings for the workloads of one namespace: which workloads get them, where the
 /// proxy credentials come from, and what must bypass the proxy (NO_PROXY).
+// Each `printcolumn(...)` repeats the keys `name`/`type_`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "egressproxy.io",

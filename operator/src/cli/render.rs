@@ -1,0 +1,70 @@
+//! `render-no-proxy`: NO_PROXY entries written in the syntax of one HTTP client.
+use std::process::ExitCode;
+
+use super::explain::{Output, parse_dialect};
+use crate::noproxy::{IntentSet, render};
+
+/// Arguments of `render-no-proxy`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Client dialect to write for, e.g. portable, go, curl, python-requests.
+    #[arg(long)]
+    pub dialect: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Entries: `host`, `.domain`, `*.domain`, `*`, any of these with `:port`, IPv4, IPv6
+    /// (`::1`, `[::1]`, `[::1]:443`), CIDR (`10.0.0.0/8`, `fd00::/8`). One argument may hold
+    /// several entries separated by commas (blanks around them are ignored, as are empty
+    /// pieces such as a trailing comma).
+    #[arg(required = true, value_name = "ENTRY")]
+    pub entries: Vec<String>,
+}
+
+/// Runs `render-no-proxy`: prints the value (text) or value, uncovered and warnings (JSON).
+/// Malformed entries are an error naming the entry.
+pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
+    let dialect = parse_dialect(&args.dialect)?;
+    if let Some(blank) = args.entries.iter().find(|e| e.trim().is_empty()) {
+        anyhow::bail!("invalid NO_PROXY entry {blank:?}: empty entry");
+    }
+    let set = IntentSet::parse(args.entries.iter().map(String::as_str))?;
+    let out = render(dialect, &set);
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Output::Text => {
+            println!("{}", out.value);
+            for u in &out.uncovered {
+                eprintln!("uncovered: {}: {}", u.entry, u.reason);
+            }
+            for w in &out.warnings {
+                eprintln!("warning: {w}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(dialect: &str, entries: &[&str]) -> RenderArgs {
+        RenderArgs {
+            dialect: dialect.to_owned(),
+            output: Output::Json,
+            entries: entries.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn malformed_entry_is_an_error_naming_it() {
+        let err = run(&args("go", &["a.example,10.0.0.0/33"])).unwrap_err();
+        assert!(err.to_string().contains("\"10.0.0.0/33\""), "{err}");
+        let err = run(&args("klingon", &["a"])).unwrap_err();
+        assert!(err.to_string().contains("unknown dialect"), "{err}");
+        assert!(run(&args("go", &["a.example, 10.0.0.0/8,", ".b"])).is_ok());
+        assert!(run(&args("go", &["a b"])).is_err());
+        assert!(run(&args("go", &[" "])).is_err());
+    }
+}

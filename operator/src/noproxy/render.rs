@@ -1,0 +1,396 @@
+//! Render: a canonical intent set → the NO_PROXY value in one dialect, the intents it
+//! cannot express, and warnings.
+
+use std::collections::HashSet;
+
+use ipnet::IpNet;
+use serde::Serialize;
+
+use super::Dialect;
+use super::dialects::{self, Expr, cidr_support};
+use super::entry::{Intent, NameScope};
+use super::set::IntentSet;
+
+/// Linux `MAX_ARG_STRLEN` (include/uapi/linux/binfmts.h: `PAGE_SIZE * 32` = 131072 bytes with
+/// 4 KiB pages): the longest single `NAME=value` string (NUL included) `execve` accepts; a
+/// longer one fails with E2BIG and the container does not start. This is the binding limit:
+/// the whole argv+envp may use a quarter of RLIMIT_STACK (fs/exec.c `bprm_stack_limits`,
+/// 2 MiB with the default 8 MiB stack) and a Secret 1 MiB (Kubernetes `MaxSecretSize`,
+/// pkg/apis/core/validation), and both NO_PROXY and no_proxy together stay far below those
+/// while each is under this one.
+pub const MAX_ARG_STRLEN: usize = 131_072;
+
+/// Above this size a value is reported as large: half of [`MAX_ARG_STRLEN`].
+pub const LARGE_VALUE: usize = MAX_ARG_STRLEN / 2;
+
+/// An intent a dialect cannot express.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Uncovered {
+    /// The intent in canonical spelling.
+    pub entry: String,
+    /// Why it is not in the value.
+    pub reason: String,
+}
+
+/// The result of rendering an intent set for one dialect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rendered {
+    /// The NO_PROXY value (comma-separated).
+    pub value: String,
+    /// Intents left out, with the reason.
+    pub uncovered: Vec<Uncovered>,
+    /// Things to know about the value (over-matching, size).
+    pub warnings: Vec<String>,
+}
+
+/// Renders `set` for `dialect`. Deterministic: the same set gives the same value.
+pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
+    let mut entries: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut uncovered = Vec::new();
+    let mut warnings = Vec::new();
+    let mut host_and_subs: Vec<String> = Vec::new();
+    for intent in merge_ips(dialect, set.intents()) {
+        let res = express(dialect, &intent).unwrap_or_else(|| Err("no client".into()));
+        match res {
+            Ok(Expr {
+                entries: es,
+                warning,
+            }) => {
+                for e in es {
+                    if seen.insert(e.clone()) {
+                        entries.push(e);
+                    }
+                }
+                warnings.extend(warning);
+                if let Intent::Name {
+                    name,
+                    scope: NameScope::Host,
+                    ..
+                } = &intent
+                    && matches_subdomains_too(dialect, name)
+                {
+                    host_and_subs.push(name.clone());
+                }
+            }
+            Err(reason) => {
+                // IPs inside a CIDR this dialect cannot express are written one by one.
+                if let Intent::Cidr(net) = &intent {
+                    for ip in set.shadowed() {
+                        if let Intent::Ip { addr, .. } = ip
+                            && net.contains(addr)
+                            && let Some(Ok(Expr { entries: es, .. })) = express(dialect, ip)
+                        {
+                            for e in es {
+                                if seen.insert(e.clone()) {
+                                    entries.push(e);
+                                }
+                            }
+                        }
+                    }
+                }
+                uncovered.push(Uncovered {
+                    entry: intent.to_string(),
+                    reason,
+                });
+            }
+        }
+    }
+    if !host_and_subs.is_empty() {
+        const SHOWN: usize = 50;
+        let more = host_and_subs.len().saturating_sub(SHOWN);
+        let mut list = host_and_subs[..host_and_subs.len().min(SHOWN)].join(", ");
+        if more > 0 {
+            list.push_str(&format!(" and {more} more"));
+        }
+        warnings.push(format!(
+            "{dialect} has no exact-host form: subdomains of these hosts also go direct: {list}"
+        ));
+    }
+    let value = entries.join(",");
+    let env_string = value.len() + "no_proxy=".len() + 1;
+    if env_string > MAX_ARG_STRLEN {
+        warnings.push(format!(
+            "the value is {} bytes: NO_PROXY={{value}} exceeds Linux MAX_ARG_STRLEN ({MAX_ARG_STRLEN} \
+             bytes), execve fails with E2BIG and the container cannot start",
+            value.len()
+        ));
+    } else if value.len() > LARGE_VALUE {
+        warnings.push(format!(
+            "the value is {} bytes, more than half of Linux MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes \
+             per environment string); aggregate addresses into CIDRs where the dialect allows",
+            value.len()
+        ));
+    }
+    Rendered {
+        value,
+        uncovered,
+        warnings,
+    }
+}
+
+fn express(dialect: Dialect, intent: &Intent) -> Option<Result<Expr, String>> {
+    if dialect == Dialect::Portable {
+        Some(portable(intent))
+    } else {
+        dialects::express(dialect, intent)
+    }
+}
+
+/// True when `dialect`'s spelling of host `name` also sends its subdomains direct.
+fn matches_subdomains_too(dialect: Dialect, name: &str) -> bool {
+    match dialect {
+        Dialect::NodeProxyFromEnv => false,
+        Dialect::PythonHttpx => name != "localhost",
+        _ => true,
+    }
+}
+
+/// For dialects that read CIDRs, port-less single IPs are merged with the CIDRs
+/// (`IpNet::aggregate`): same decisions, shorter value.
+fn merge_ips(dialect: Dialect, intents: &[Intent]) -> Vec<Intent> {
+    let (v4, v6) = cidr_support(dialect);
+    if !v4 && !v6 {
+        return intents.to_vec();
+    }
+    let mergeable = |i: &Intent| match i {
+        Intent::Ip { addr, port: None } => (addr.is_ipv4() && v4) || (addr.is_ipv6() && v6),
+        Intent::Cidr(n) => matches!(n, IpNet::V4(_)) && v4 || matches!(n, IpNet::V6(_)) && v6,
+        _ => false,
+    };
+    let nets: Vec<IpNet> = intents
+        .iter()
+        .filter(|i| mergeable(i))
+        .filter_map(|i| match i {
+            Intent::Ip { addr, .. } => Some(IpNet::from(*addr)),
+            Intent::Cidr(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    let mut out: Vec<Intent> = intents.iter().filter(|i| !mergeable(i)).cloned().collect();
+    out.extend(IpNet::aggregate(&nets).into_iter().map(|n| {
+        if n.prefix_len() == n.max_prefix_len() {
+            Intent::Ip {
+                addr: n.addr(),
+                port: None,
+            }
+        } else {
+            Intent::Cidr(n)
+        }
+    }));
+    out
+}
+
+/// `portable`: kept only when every client can express it, spelled so that every client
+/// decides the same for it (checked by the tests below against every client model).
+fn portable(intent: &Intent) -> Result<Expr, String> {
+    let failures: Vec<String> = Dialect::clients()
+        .filter_map(|d| match dialects::express(d, intent) {
+            Some(Err(why)) => Some(format!("{d}: {why}")),
+            _ => None,
+        })
+        .collect();
+    if !failures.is_empty() {
+        return Err(format!(
+            "not every client can express it; {}",
+            failures.join("; ")
+        ));
+    }
+    match intent {
+        Intent::Name {
+            name,
+            scope,
+            port: None,
+            ..
+        } => match scope {
+            NameScope::Host => Expr::one(name.clone()),
+            // proxy-from-env: bare is exact, `.d` subdomains only; go/wget/ruby/httpx: `.d`
+            // is subdomains only. Both spellings are needed.
+            NameScope::Domain => Expr::many(vec![name.clone(), format!(".{name}")]),
+            NameScope::Subdomains => Expr::one(format!(".{name}")),
+        },
+        Intent::Ip { addr, port: None } if addr.is_ipv4() => Expr::one(addr.to_string()),
+        other => Err(format!(
+            "no spelling of {other} gives the same decision in every client"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::noproxy::dialects::{Decision, Model};
+    use crate::noproxy::env::Env;
+    use crate::noproxy::target::Target;
+
+    fn r(d: Dialect, entries: &str) -> Rendered {
+        render(d, &IntentSet::parse([entries]).unwrap())
+    }
+
+    fn decide_all(value: &str, url: &str) -> Vec<(Dialect, Decision)> {
+        let env: Env = [
+            ("http_proxy", "http://p:3128"),
+            ("HTTP_PROXY", "http://p:3128"),
+            ("https_proxy", "http://p:3128"),
+            ("HTTPS_PROXY", "http://p:3128"),
+            ("no_proxy", value),
+            ("NO_PROXY", value),
+        ]
+        .into_iter()
+        .collect();
+        let t = Target::parse(url).unwrap();
+        Dialect::clients()
+            .map(|d| (d, Model::new(d, &env).unwrap().decide(&t).decision))
+            .collect()
+    }
+
+    #[test]
+    fn portable_keeps_only_what_every_client_agrees_on() {
+        let out = r(
+            Dialect::Portable,
+            ".corp.example,registry.internal,*.apps.example,10.0.0.7,10.96.0.0/12,::1,r.example:5000,*",
+        );
+        assert_eq!(out.value, "");
+        assert_eq!(out.uncovered[0].entry, "*");
+        assert!(out.uncovered[0].reason.contains("wget"));
+        let out = r(
+            Dialect::Portable,
+            ".corp.example,registry.internal,*.apps.example,10.0.0.7,10.96.0.0/12,fd00::1,r.example:5000",
+        );
+        assert_eq!(
+            out.value,
+            ".apps.example,corp.example,.corp.example,registry.internal,10.0.0.7"
+        );
+        let dropped: Vec<&str> = out.uncovered.iter().map(|u| u.entry.as_str()).collect();
+        assert_eq!(dropped, ["r.example:5000", "10.96.0.0/12", "fd00::1"]);
+        assert!(out.uncovered[1].reason.contains("python-urllib"));
+        // Every kept intent: every client sends it direct; a neighbour still goes via proxy.
+        for url in [
+            "http://corp.example/",
+            "https://a.b.corp.example/",
+            "http://x.apps.example/",
+            "http://registry.internal/",
+            "http://10.0.0.7/",
+        ] {
+            for (d, dec) in decide_all(&out.value, url) {
+                assert_eq!(dec, Decision::Direct, "{d} {url}");
+            }
+        }
+        for url in [
+            "http://badcorp.example/",
+            "http://10.0.0.8/",
+            "https://example.org/",
+        ] {
+            for (d, dec) in decide_all(&out.value, url) {
+                assert_eq!(dec, Decision::Proxy, "{d} {url}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_dialect_value_sends_its_intents_direct() {
+        let entries = ".corp.example,registry.internal,10.0.0.7,10.96.0.0/12,fd00::1,r.example:5000,fd00:10::/64";
+        let urls = [
+            (".corp.example", "http://corp.example/"),
+            (".corp.example", "http://a.corp.example/"),
+            ("registry.internal", "http://registry.internal/"),
+            ("10.0.0.7", "http://10.0.0.7/"),
+            ("10.96.0.0/12", "http://10.96.3.4/"),
+            ("fd00::1", "http://[fd00::1]/"),
+            ("r.example:5000", "http://r.example:5000/"),
+            ("fd00:10::/64", "http://[fd00:10::5]:8080/"),
+        ];
+        for d in Dialect::clients() {
+            let out = r(d, entries);
+            let env: Env = [
+                ("HTTP_PROXY", "http://p:1"),
+                ("http_proxy", "http://p:1"),
+                ("NO_PROXY", out.value.as_str()),
+                ("no_proxy", out.value.as_str()),
+            ]
+            .into_iter()
+            .collect();
+            let m = Model::new(d, &env).unwrap();
+            for (intent, url) in urls {
+                let dec = m.decide(&Target::parse(url).unwrap()).decision;
+                if out.uncovered.iter().any(|u| u.entry == intent) {
+                    continue;
+                }
+                assert_eq!(dec, Decision::Direct, "{d}: {url} with {}", out.value);
+            }
+            assert_eq!(
+                m.decide(&Target::parse("http://example.org/").unwrap())
+                    .decision,
+                Decision::Proxy,
+                "{d}"
+            );
+        }
+    }
+
+    #[test]
+    fn ips_under_an_uncovered_cidr_come_back() {
+        let out = r(Dialect::Portable, "10.96.0.0/12,10.96.0.1,10.97.0.1:443");
+        assert_eq!(out.value, "10.96.0.1");
+        assert_eq!(out.uncovered[0].entry, "10.96.0.0/12");
+        assert_eq!(
+            r(Dialect::Go, "10.96.0.0/12,10.96.0.1").value,
+            "10.96.0.0/12"
+        );
+    }
+
+    #[test]
+    fn dialect_spellings() {
+        assert_eq!(r(Dialect::NodeProxyFromEnv, ".d").value, "d,.d");
+        assert_eq!(r(Dialect::NodeUndici, "*.d").value, ".d");
+        assert_eq!(
+            r(Dialect::Go, "[fd00::1],[fd00::2]:443").value,
+            "[fd00::2]:443,fd00::1"
+        );
+        assert_eq!(r(Dialect::PythonUrllib, "fd00::1").value, "[fd00::1]");
+        assert_eq!(r(Dialect::RustReqwest, "*").value, "*,0.0.0.0/0,::/0");
+        assert_eq!(
+            r(Dialect::Go, "10.0.0.0,10.0.0.1,10.0.0.2").value,
+            "10.0.0.0/31,10.0.0.2"
+        );
+        assert_eq!(
+            r(Dialect::PythonUrllib, "10.0.0.0,10.0.0.1").value,
+            "10.0.0.0,10.0.0.1"
+        );
+        let h = r(Dialect::PythonHttpx, "fd00::/8,10.0.0.0/8,d:443");
+        assert_eq!(h.value, "");
+        assert_eq!(h.uncovered.len(), 3);
+    }
+
+    proptest::proptest! {
+        /// Every parsable entry list renders in every dialect without panicking, and the
+        /// value never contains an intent reported as uncovered verbatim.
+        #[test]
+        fn render_never_panics(v in proptest::collection::vec(
+            "(\\*\\.|\\.)?[a-c]{1,3}(\\.[a-c]{1,3})?(:[0-9]{2,4})?|10\\.[0-9]\\.0\\.[0-9](/[0-9]{1,2})?|fd00::[0-9a-f](/[0-9]{1,3})?|\\[::[0-9]\\]:[0-9]{2}|\\*",
+            0..10,
+        )) {
+            if let Ok(set) = IntentSet::parse(v.iter().map(String::as_str)) {
+                for d in Dialect::ALL {
+                    let out = render(d, &set);
+                    proptest::prop_assert!(!out.value.contains(' '));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn warns_about_size() {
+        let many: Vec<String> = (0..20_000u32).map(|i| format!("h{i}.example")).collect();
+        let set = IntentSet::parse(many.iter().map(String::as_str)).unwrap();
+        let out = render(Dialect::Curl, &set);
+        assert!(out.value.len() > MAX_ARG_STRLEN);
+        assert!(out.warnings.iter().any(|w| w.contains("E2BIG")));
+        assert!(r(Dialect::Curl, ".a,10.0.0.1").warnings.is_empty());
+        assert!(r(Dialect::Curl, "a.example").warnings[0].contains("a.example"));
+        assert!(
+            r(Dialect::NodeProxyFromEnv, "a.example")
+                .warnings
+                .is_empty()
+        );
+    }
+}
