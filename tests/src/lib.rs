@@ -75,36 +75,27 @@ impl SchemaCheck {
     }
 }
 
-/// Adds `additionalProperties: false` to every object schema with `properties`, except the
-/// root's `metadata` (the API server validates ObjectMeta itself).
+/// Adds `additionalProperties: false` to every object schema with `properties`, so unknown
+/// fields are errors as with kubectl's strict field validation. The root's `apiVersion`, `kind`
+/// and `metadata` are allowed as they are (the API server checks ObjectMeta itself).
 fn forbid_unknown_fields(schema: &mut Value, root: bool) {
     let Some(map) = schema.as_object_mut() else {
         return;
     };
     if let Some(Value::Object(props)) = map.get_mut("properties") {
-        for (name, sub) in props.iter_mut() {
-            if !(root && name == "metadata") {
-                forbid_unknown_fields(sub, false);
-            }
+        for (_, sub) in props.iter_mut() {
+            forbid_unknown_fields(sub, false);
         }
-        if !root {
-            map.entry("additionalProperties")
-                .or_insert(Value::Bool(false));
-        } else {
+        if root {
             for key in ["apiVersion", "kind", "metadata"] {
-                if let Some(Value::Object(props)) = map.get_mut("properties") {
-                    props.entry(key).or_insert_with(|| serde_json::json!({}));
-                }
+                props.insert(key.into(), serde_json::json!({}));
             }
-            map.insert("additionalProperties".into(), Value::Bool(false));
         }
+        map.entry("additionalProperties").or_insert(Value::Bool(false));
     }
-    if let Some(items) = map.get_mut("items") {
-        forbid_unknown_fields(items, false);
-    }
-    if let Some(Value::Object(_)) = map.get("additionalProperties") {
-        if let Some(extra) = map.get_mut("additionalProperties") {
-            forbid_unknown_fields(extra, false);
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub @ Value::Object(_)) = map.get_mut(key) {
+            forbid_unknown_fields(sub, false);
         }
     }
 }
