@@ -6,4 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo test --workspace --locked
-bash tests/conformance/run.sh
+# The conformance run uses the binary the tests just built.
+cargo build --locked -p egress-proxy-operator
+EPO_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/egress-proxy-operator" bash tests/conformance/run.sh

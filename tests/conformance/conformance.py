@@ -1,0 +1,951 @@
+#!/usr/bin/env python3
+"""NO_PROXY conformance driver: runs the case table through the REAL HTTP clients and
+compares what they did with `egress-proxy-operator explain` / `render-no-proxy`.
+
+Isolation: everything (listeners, clients, engine) runs inside a fresh network
+namespace in which EVERY address (0.0.0.0/0 and ::/0) is routed to `lo`, so no packet
+leaves the machine. Host names resolve through a namespace-only /etc/hosts.
+
+The outer process (root) creates the namespace and its /etc/netns files, re-executes
+itself inside it with --inner, and removes everything afterwards.
+
+Stdlib only (Python >= 3.11 for tomllib).
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import re
+import selectors
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.parse
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / ".work"
+OUT = HERE / "out"
+
+# Proxy listeners (127.0.0.1) -> port. Case URLs must not use these ports.
+PROXIES = {
+    "proxy_upper": 31281,
+    "proxy_lower": 31282,
+    "proxy_https": 31283,
+    "proxy_https_lower": 31284,
+    "proxy_all": 31285,
+}
+PORT_TO_PROXY = {p: n for n, p in PROXIES.items()}
+
+CLIENTS = [
+    "curl",
+    "wget",
+    "go",
+    "python-urllib",
+    "python-requests",
+    "python-httpx",
+    "node-proxy-from-env",
+    "node-undici",
+    "ruby",
+    "rust-reqwest",
+]
+
+SECRET = "s3cr3t-Pw"  # password in {proxy_upper_auth}; must never appear in engine output
+CLIENT_TIMEOUT = 10.0  # seconds a client may take for one case before it is killed
+
+
+# --------------------------------------------------------------------------- cases
+def placeholders() -> dict[str, str]:
+    d = {name: f"http://127.0.0.1:{port}" for name, port in PROXIES.items()}
+    d["proxy_upper_noscheme"] = f"127.0.0.1:{PROXIES['proxy_upper']}"
+    # same listener as proxy_upper, with credentials the engine must never print
+    d["proxy_upper_auth"] = f"http://user:{SECRET}@127.0.0.1:{PROXIES['proxy_upper']}"
+    return d
+
+
+def subst(value: str) -> str:
+    for k, v in placeholders().items():
+        value = value.replace("{" + k + "}", v)
+    return value
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for p in pairs:
+        if "=" not in p:
+            raise SystemExit(f"cases.toml: env entry without '=': {p!r}")
+        k, v = p.split("=", 1)
+        env[k] = v
+    return env
+
+
+BOTH_PROXIES = [
+    "HTTP_PROXY={proxy_upper}",
+    "http_proxy={proxy_upper}",
+    "HTTPS_PROXY={proxy_https}",
+    "https_proxy={proxy_https}",
+]
+
+
+def load_table(path: Path) -> tuple[list[dict], list[dict]]:
+    data = tomllib.loads(path.read_text())
+    cases: list[dict] = []
+    for c in data.get("case", []):
+        cases.append(
+            {
+                "id": c["id"],
+                "url": c["url"],
+                "env_template": parse_env(c.get("env", [])),
+                "note": c.get("note"),
+                "expect": c.get("expect"),
+            }
+        )
+    for g in data.get("group", []):
+        base: list[str] = []
+        if g.get("proxies", "both") == "both":
+            base += BOTH_PROXIES
+        if "no_proxy" in g:
+            base += [f"NO_PROXY={g['no_proxy']}", f"no_proxy={g['no_proxy']}"]
+        base += g.get("env", [])
+        for u in g["urls"]:
+            cases.append(
+                {
+                    "id": f"{g['id']}/{u}",
+                    "url": u,
+                    "env_template": parse_env(base),
+                    "note": g.get("note"),
+                    "expect": g.get("expect"),
+                }
+            )
+    seen = set()
+    for c in cases:
+        if c["expect"] not in (None, "direct", "proxy", "error"):
+            raise SystemExit(f"cases.toml: {c['id']}: expect must be direct, proxy or error")
+        if c["id"] in seen:
+            raise SystemExit(f"cases.toml: duplicate case id {c['id']}")
+        seen.add(c["id"])
+        c["env"] = {k: subst(v) for k, v in c["env_template"].items()}
+    renders = data.get("render", [])
+    return cases, renders
+
+
+def url_host_port(url: str) -> tuple[str, int]:
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return host, port
+
+
+# --------------------------------------------------------------------------- listeners
+class Server:
+    """Direct listeners (0.0.0.0 and :: on the URL ports) and proxy listeners (127.0.0.1).
+
+    Every accepted connection is recorded with a global sequence number; the driver runs
+    one client request at a time and attributes the connections accepted in between."""
+
+    def __init__(self, direct_ports: set[int]):
+        self.sel = selectors.DefaultSelector()
+        self.lock = threading.Lock()
+        self.records: list[dict] = []
+        self.listeners: list[socket.socket] = []
+        self.drain_req: list[threading.Event] = []
+        self.stop = False
+        for name, port in PROXIES.items():
+            self._listen(socket.AF_INET, "127.0.0.1", port, ("proxy", name))
+        for port in sorted(direct_ports):
+            self._listen(socket.AF_INET, "0.0.0.0", port, ("direct", None))
+            self._listen(socket.AF_INET6, "::", port, ("direct", None))
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _listen(self, fam, addr, port, tag):
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if fam == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.bind((addr, port))
+        s.listen(128)
+        s.setblocking(False)
+        self.listeners.append(s)
+        self.sel.register(s, selectors.EVENT_READ, ("listen", tag, port))
+
+    def mark(self) -> int:
+        with self.lock:
+            return len(self.records)
+
+    def since(self, mark: int) -> list[dict]:
+        ev = threading.Event()
+        with self.lock:
+            self.drain_req.append(ev)
+        ev.wait(5)
+        time.sleep(0.005)  # let a just-accepted connection's first bytes be read
+        with self.lock:
+            return [dict(r) for r in self.records[mark:]]
+
+    def _accept_all(self, lsock, tag, port):
+        while True:
+            try:
+                conn, peer = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            local = conn.getsockname()
+            rec = {
+                "kind": tag[0],
+                "proxy": tag[1],
+                "local": f"[{local[0]}]:{local[1]}" if ":" in local[0] else f"{local[0]}:{local[1]}",
+                "first_line": None,
+                "tls": False,
+            }
+            with self.lock:
+                self.records.append(rec)
+            conn.setblocking(False)
+            self.sel.register(conn, selectors.EVENT_READ, ("conn", rec, bytearray(), time.monotonic()))
+
+    def _close(self, conn):
+        try:
+            self.sel.unregister(conn)
+        except Exception:
+            pass
+        try:
+            conn.close()
+        except OSError:
+            pass
+
+    def _answer(self, conn, data: bytes):
+        try:
+            conn.setblocking(True)
+            conn.settimeout(1)
+            conn.sendall(data)
+        except OSError:
+            pass
+        self._close(conn)
+
+    def _loop(self):
+        while not self.stop:
+            for key, _ in self.sel.select(0.01):
+                kind = key.data[0]
+                if kind == "listen":
+                    self._accept_all(key.fileobj, key.data[1], key.data[2])
+                    continue
+                _, rec, buf, _t0 = key.data
+                conn = key.fileobj
+                try:
+                    chunk = conn.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self._close(conn)
+                    continue
+                buf += chunk
+                if buf[:1] == b"\x16":
+                    rec["tls"] = True
+                    rec["first_line"] = "<TLS ClientHello>"
+                    self._close(conn)
+                    continue
+                if b"\r\n\r\n" in buf or len(buf) > 60000:
+                    line = bytes(buf.split(b"\r\n", 1)[0]).decode("latin-1")[:300]
+                    rec["first_line"] = line
+                    if rec["kind"] == "proxy" and line.upper().startswith("CONNECT "):
+                        self._answer(conn, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    else:
+                        body = b"proxied" if rec["kind"] == "proxy" else b"direct"
+                        self._answer(
+                            conn,
+                            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                            % (len(body), body),
+                        )
+            # close connections that idle too long
+            now = time.monotonic()
+            for key in list(self.sel.get_map().values()):
+                if key.data[0] == "conn" and now - key.data[3] > 5:
+                    self._close(key.fileobj)
+            with self.lock:
+                reqs, self.drain_req = self.drain_req, []
+            if reqs:
+                for key in list(self.sel.get_map().values()):
+                    if key.data[0] == "listen":
+                        self._accept_all(key.fileobj, key.data[1], key.data[2])
+                for ev in reqs:
+                    ev.set()
+
+
+def decide(client: str, res: dict) -> tuple[str, str | None, str | None]:
+    """The decision a client made, from the connections the listeners saw."""
+    decision, proxy = classify(res["connections"])
+    err = str(res.get("error"))
+    if (
+        decision == "error"
+        and client == "ruby"
+        and "net_http_proxy" in res
+        and res.get("net_http_proxy") is None
+        and "Failed to open TCP connection to" in err
+        and "Network is unreachable" in err
+    ):
+        # Net::HTTP decided to go direct (proxy? false) and tried; the kernel refused that
+        # address form inside the namespace (seen with IPv4-mapped IPv6 literals).
+        return "direct", None, "Net::HTTP chose direct (proxy? false) but the direct connect failed: " + err
+    return decision, proxy, None
+
+
+def classify(recs: list[dict]) -> tuple[str, str | None]:
+    proxies = sorted({r["proxy"] for r in recs if r["kind"] == "proxy"})
+    if proxies:
+        return "proxy", ",".join(proxies)
+    if any(r["kind"] == "direct" for r in recs):
+        return "direct", None
+    return "error", None
+
+
+# --------------------------------------------------------------------------- clients
+def base_env() -> dict[str, str]:
+    home = WORK / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+    }
+
+
+def venv_python() -> str:
+    return str(WORK / "venv" / "bin" / "python")
+
+
+def reqwest_bin() -> str:
+    tgt = Path(os.environ.get("CARGO_TARGET_DIR") or (WORK / "reqwest-target"))
+    return str(tgt / "release" / "reqwest-probe")
+
+
+class PerProcess:
+    """One process per case (curl, wget, Go, reqwest): the environment is the process's."""
+
+    def __init__(self, name: str, argv_for):
+        self.name = name
+        self.argv_for = argv_for
+
+    def run(self, server: Server, job: dict) -> dict:
+        env = base_env()
+        env.update(job["env"])
+        mark = server.mark()
+        t0 = time.monotonic()
+        out = {"ok": False, "status": None, "error": None}
+        try:
+            p = subprocess.run(
+                self.argv_for(job["url"]), env=env, capture_output=True, timeout=CLIENT_TIMEOUT, text=True, errors="replace"
+            )
+            parsed = None
+            for line in p.stdout.splitlines():
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        parsed = json.loads(line)
+                    except ValueError:
+                        pass
+            if parsed is not None:
+                out.update({k: parsed.get(k) for k in ("ok", "status", "error")})
+            else:
+                out["ok"] = p.returncode == 0
+                if p.returncode != 0:
+                    out["error"] = f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
+        except subprocess.TimeoutExpired:
+            out["error"] = f"HANG: killed after {CLIENT_TIMEOUT}s"
+            out["hang"] = True
+        out["elapsed"] = round(time.monotonic() - t0, 3)
+        out["connections"] = server.since(mark)
+        return out
+
+    def close(self):
+        pass
+
+
+class Batch:
+    """A long-lived probe process that takes jobs on stdin and sets the environment per
+    job (for clients that read the environment per request or per client object)."""
+
+    def __init__(self, name: str, argv: list[str], cwd: str | None = None):
+        self.name = name
+        self.argv = argv
+        self.cwd = cwd
+        self.proc = None
+        self.version = None
+        self._buf = b""
+
+    def _start(self):
+        self.proc = subprocess.Popen(
+            self.argv, env=base_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self.cwd
+        )
+        self._buf = b""
+        line = self._readline(30)
+        if line is None:
+            raise RuntimeError(f"{self.name}: probe did not start")
+        self.version = json.loads(line).get("version")
+
+    def _readline(self, timeout: float) -> str | None:
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            sel = selectors.DefaultSelector()
+            sel.register(fd, selectors.EVENT_READ)
+            ready = sel.select(left)
+            sel.close()
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+    def run(self, server: Server, job: dict) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        mark = server.mark()
+        t0 = time.monotonic()
+        out = {"ok": False, "status": None, "error": None}
+        try:
+            self.proc.stdin.write((json.dumps({"id": job["id"], "url": job["url"], "env": job["env"]}) + "\n").encode())
+            self.proc.stdin.flush()
+            line = self._readline(CLIENT_TIMEOUT)
+        except (BrokenPipeError, OSError) as e:
+            line = None
+            out["error"] = f"probe died: {e}"
+        if line is None:
+            out["error"] = out["error"] or f"HANG: no answer after {CLIENT_TIMEOUT}s, probe killed"
+            out["hang"] = True
+            self.close()
+        else:
+            res = json.loads(line)
+            if res.get("id") != job["id"]:
+                raise RuntimeError(f"{self.name}: answer for {res.get('id')} while waiting for {job['id']}")
+            for k, v in res.items():
+                if k != "id":
+                    out[k] = v
+        out["elapsed"] = round(time.monotonic() - t0, 3)
+        out["connections"] = server.since(mark)
+        return out
+
+    def close(self):
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(5)
+            except Exception:
+                pass
+            self.proc = None
+
+
+def make_runners() -> dict:
+    node_dir = str(HERE / "node")
+    return {
+        "curl": PerProcess("curl", lambda u: ["curl", "-q", "-sS", "-k", "-o", "/dev/null", "--max-time", "3", u]),
+        "wget": PerProcess(
+            "wget",
+            lambda u: ["wget", "-q", "-O", "/dev/null", "--tries=1", "--timeout=3", "--no-check-certificate", "--max-redirect=0", u],
+        ),
+        "go": PerProcess("go", lambda u: [str(WORK / "go-probe"), u]),
+        "python-urllib": Batch("python-urllib", [venv_python(), str(HERE / "python" / "probe.py"), "urllib"]),
+        "python-requests": Batch("python-requests", [venv_python(), str(HERE / "python" / "probe.py"), "requests"]),
+        "python-httpx": Batch("python-httpx", [venv_python(), str(HERE / "python" / "probe.py"), "httpx"]),
+        "node-proxy-from-env": Batch("node-proxy-from-env", ["node", str(HERE / "node" / "probe.js"), "axios"], cwd=node_dir),
+        "node-undici": Batch("node-undici", ["node", str(HERE / "node" / "probe.js"), "undici"], cwd=node_dir),
+        "ruby": Batch("ruby", ["ruby", str(HERE / "ruby" / "probe.rb")]),
+        "rust-reqwest": PerProcess("rust-reqwest", lambda u: [reqwest_bin(), u]),
+    }
+
+
+def client_versions(runners: dict) -> dict[str, str]:
+    def first_line(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.splitlines()[0].strip()
+        except Exception as e:  # noqa: BLE001
+            return f"unknown ({e})"
+
+    v = {
+        "curl": first_line(["curl", "--version"]),
+        "wget": first_line(["wget", "--version"]),
+        "go": json.loads(first_line([str(WORK / "go-probe"), "-version"])).get("version"),
+        "rust-reqwest": "reqwest " + reqwest_version(),
+    }
+    for name, r in runners.items():
+        if isinstance(r, Batch):
+            try:
+                r._start()
+                v[name] = str(r.version)
+            except Exception as e:  # noqa: BLE001
+                v[name] = f"probe failed to start: {e}"
+    v["python-urllib"] = f"CPython {v.get('python-urllib')}"
+    v["python-requests"] = f"requests {v.get('python-requests')}"
+    v["python-httpx"] = f"httpx {v.get('python-httpx')}"
+    v["node-undici"] = f"undici {v.get('node-undici')} (node {first_line(['node', '--version'])})"
+    v["ruby"] = f"ruby {v.get('ruby')} (Net::HTTP, URI::Generic#find_proxy)"
+    return v
+
+
+def reqwest_version() -> str:
+    lock = (HERE / "reqwest-probe" / "Cargo.lock").read_text()
+    m = re.search(r'name = "reqwest"\nversion = "([^"]+)"', lock)
+    return m.group(1) if m else "?"
+
+
+# --------------------------------------------------------------------------- engine
+class Engine:
+    def __init__(self, binary: str):
+        self.binary = binary
+        self.cache: dict = {}
+
+    def explain(self, url: str, env: dict[str, str]) -> dict:
+        key = (url, tuple(sorted(env.items())))
+        if key in self.cache:
+            return self.cache[key]
+        argv = [*shlex.split(self.binary), "explain", "--dialect", "all", "--output", "json"]
+        for k, v in env.items():
+            argv += ["--env", f"{k}={v}"]
+        argv.append(url)
+        res: dict = {}
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=base_env())
+            if p.returncode != 0:
+                res = {"_error": f"explain exited {p.returncode}: {p.stderr.strip()[-400:]}"}
+            elif SECRET in p.stdout or SECRET in p.stderr:
+                res = {"_error": "explain printed the proxy password (credentials not redacted)"}
+            else:
+                arr = json.loads(p.stdout)
+                res = {d["dialect"]: d for d in arr}
+        except Exception as e:  # noqa: BLE001
+            res = {"_error": f"explain failed: {e}"}
+        self.cache[key] = res
+        return res
+
+    def render(self, dialect: str, entries: list[str]) -> dict:
+        argv = [*shlex.split(self.binary), "render-no-proxy", "--dialect", dialect, "--output", "json", "--", *entries]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=base_env())
+        if p.returncode != 0:
+            return {"_error": f"render-no-proxy exited {p.returncode}: {p.stderr.strip()[-400:]}"}
+        try:
+            return json.loads(p.stdout)
+        except ValueError as e:
+            return {"_error": f"render-no-proxy printed no JSON: {e}: {p.stdout[:200]}"}
+
+
+def proxy_hostport(proxy_url: str | None) -> str | None:
+    if not proxy_url:
+        return None
+    s = proxy_url
+    scheme = "http"
+    if "://" in s:
+        scheme, s = s.split("://", 1)
+    s = s.split("/", 1)[0]
+    s = s.rsplit("@", 1)[-1]
+    if re.search(r":\d+$", s):
+        return s.lower()
+    default = {"http": 80, "https": 443, "socks5": 1080, "socks5h": 1080, "socks4": 1080}.get(scheme.lower(), 80)
+    return f"{s.lower()}:{default}"
+
+
+def listener_hostport(proxy_name: str | None) -> str | None:
+    if not proxy_name or "," in proxy_name:
+        return proxy_name
+    return f"127.0.0.1:{PROXIES[proxy_name]}"
+
+
+# --------------------------------------------------------------------------- inner main
+def run_inner(args) -> int:
+    t_start = time.monotonic()
+    cases, renders = load_table(HERE / "cases.toml")
+    if args.case:
+        cases = [c for c in cases if any(s in c["id"] for s in args.case)]
+        renders = [r for r in renders if any(s in r["id"] for s in args.case)]
+    clients = CLIENTS
+    if args.client:
+        wanted = [c for a in args.client for c in a.split(",")]
+        for w in wanted:
+            if w not in CLIENTS:
+                print(f"unknown client {w}; known: {', '.join(CLIENTS)}", file=sys.stderr)
+                return 2
+        clients = [c for c in CLIENTS if c in wanted]
+
+    ports = {url_host_port(c["url"])[1] for c in cases}
+    for r in renders:
+        ports |= {url_host_port(p["url"])[1] for p in r.get("probes", [])}
+    ports |= {80, 443}
+    clash = ports & set(PROXIES.values())
+    if clash:
+        print(f"case URLs use proxy listener ports {clash}", file=sys.stderr)
+        return 2
+    server = Server(ports)
+    runners = make_runners()
+    versions = client_versions({k: v for k, v in runners.items() if k in clients})
+    print("client versions:")
+    for c in clients:
+        print(f"  {c:20s} {versions.get(c)}")
+    sys.stdout.flush()
+
+    engine = None if args.observe_only else Engine(args.engine)
+    if engine is not None:
+        pre = engine.explain("http://example.com/", {"HTTP_PROXY": "http://127.0.0.1:1"})
+        if "_error" in pre:
+            print(f"the engine does not answer: {args.engine}: {pre.get('_error')}", file=sys.stderr)
+            print("0 passed, 1 failed")
+            return 2
+    observations: list[dict] = []
+    harness_errors: list[str] = []
+
+    # ---- self-check of the harness: a client that reaches nothing must show as error
+    if not args.case:
+        probe = {"id": "_selfcheck-unreachable", "url": "http://example.com:9/", "env": {}}
+        # port 9 has no listener: the client must fail and nobody gets a connection
+        for c in clients:
+            r = runners[c].run(server, probe)
+            d, _ = classify(r["connections"])
+            if d != "error":
+                harness_errors.append(f"self-check: {c} to a port without listener observed {d!r}, expected 'error'")
+
+    stats = {c: {"cases": 0, "agree": 0, "disagree": 0} for c in clients}
+    disagreements: list[str] = []
+    for c in clients:
+        t_c = time.monotonic()
+        r = runners[c]
+        for case in cases:
+            res = r.run(server, case)
+            decision, proxy, note = decide(c, res)
+            obs = {
+                "case": case["id"],
+                "client": c,
+                "url": case["url"],
+                "env": case["env_template"],
+                "decision": decision,
+                "proxy": proxy,
+                "proxy_addr": listener_hostport(proxy),
+                "ok": res.get("ok"),
+                "status": res.get("status"),
+                "error": res.get("error"),
+                "hang": bool(res.get("hang")),
+                "elapsed": res.get("elapsed"),
+                "connections": [
+                    {"kind": x["kind"], "proxy": x["proxy"], "local": x["local"], "first_line": x["first_line"]}
+                    for x in res["connections"]
+                ],
+            }
+            if note:
+                obs["note"] = note
+            for extra in ("pfe", "find_proxy", "net_http_proxy"):
+                if extra in res:
+                    obs[extra] = res[extra]
+            if decision == "direct" and res.get("ok") and res.get("status") != 200:
+                obs["warning"] = "direct listener answered 200 but client reported another status"
+            if engine is not None:
+                ex = engine.explain(case["url"], case["env"])
+                stats[c]["cases"] += 1
+                if "_error" in ex or c not in ex:
+                    why = ex.get("_error", f"no dialect {c} in explain output")
+                    stats[c]["disagree"] += 1
+                    obs["engine"] = None
+                    obs["agree"] = False
+                    disagreements.append(f"[{c}] {case['id']}: ENGINE ERROR {why}")
+                else:
+                    e = ex[c]
+                    obs["engine"] = {k: e.get(k) for k in ("decision", "proxy", "matched", "variable", "reason")}
+                    agree = e.get("decision") == decision
+                    if agree and decision == "proxy":
+                        agree = proxy_hostport(e.get("proxy")) == listener_hostport(proxy)
+                    obs["agree"] = agree
+                    if agree:
+                        stats[c]["agree"] += 1
+                    else:
+                        stats[c]["disagree"] += 1
+                        disagreements.append(
+                            f"[{c}] {case['id']}\n    url={case['url']} env={fmt_env(case['env_template'])}\n"
+                            f"    real: {decision}{' via ' + str(proxy) if proxy else ''}"
+                            f"{' (error: ' + str(res.get('error'))[:160] + ')' if decision == 'error' else ''}\n"
+                            f"    engine: {e.get('decision')}{' via ' + str(e.get('proxy')) if e.get('proxy') else ''}"
+                            f" matched={e.get('matched')!r} variable={e.get('variable')} reason={e.get('reason')!r}"
+                        )
+            else:
+                stats[c]["cases"] += 1
+            if res.get("hang"):
+                harness_errors.append(f"[{c}] {case['id']}: client hung and was killed")
+            if case.get("expect") and decision != case["expect"]:
+                # a sanity case whose answer is known for every client, engine or not
+                harness_errors.append(
+                    f"[{c}] {case['id']}: sanity expectation {case['expect']!r} but observed {decision!r}"
+                    f" ({res.get('error')})"
+                )
+            observations.append(obs)
+        r.close()
+        print(f"  ran {c:20s} {len(cases)} cases in {time.monotonic() - t_c:.1f}s", flush=True)
+
+    # ---- render part
+    render_results: list[dict] = []
+    rstats = {c: {"checks": 0, "pass": 0, "fail": 0, "excused": 0, "skipped": 0} for c in clients}
+    if engine is not None and renders:
+        t_r = time.monotonic()
+        render_results, rfails = run_renders(renders, clients, runners, server, engine, rstats)
+        disagreements += rfails
+        for r in runners.values():
+            r.close()
+        print(f"  ran render checks in {time.monotonic() - t_r:.1f}s", flush=True)
+
+    server.stop = True
+    elapsed = time.monotonic() - t_start
+
+    OUT.mkdir(exist_ok=True)
+    observed = {
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "client_versions": {c: versions.get(c) for c in clients},
+        "proxy_listeners": {n: f"http://127.0.0.1:{p}" for n, p in PROXIES.items()},
+        "placeholders": placeholders(),
+        "hosts": "every host name in the table resolves to 198.18.0.0/24 (never loopback) except localhost",
+        "observations": observations,
+        "render": render_results,
+    }
+    if args.case or args.client:
+        path = OUT / "observed.partial.json"
+    else:
+        path = OUT / "observed.json"
+    path.write_text(json.dumps(observed, indent=1, ensure_ascii=False) + "\n")
+
+    lines = []
+    lines.append(f"NO_PROXY conformance report ({observed['generated_at']})")
+    for c in clients:
+        lines.append(f"  {c:20s} {versions.get(c)}")
+    lines.append("")
+    if engine is None:
+        lines.append("observe-only run: no comparison with the engine")
+    lines.append(f"{'client':20s} {'cases':>6s} {'agree':>6s} {'disagree':>9s}   render: {'checks':>6s} {'pass':>5s} {'fail':>5s} {'excused':>8s} {'skipped':>8s}")
+    for c in clients:
+        s, rs = stats[c], rstats[c]
+        lines.append(
+            f"{c:20s} {s['cases']:6d} {s['agree']:6d} {s['disagree']:9d}   render: {rs['checks']:6d} {rs['pass']:5d} {rs['fail']:5d} {rs['excused']:8d} {rs['skipped']:8d}"
+        )
+    lines.append("")
+    if harness_errors:
+        lines.append(f"HARNESS ERRORS ({len(harness_errors)}):")
+        lines += ["  " + h for h in harness_errors]
+        lines.append("")
+    if engine is not None:
+        lines.append(f"DISAGREEMENTS ({len(disagreements)}):")
+        lines += disagreements
+        excused = [r for r in render_results if r.get("result") == "excused"]
+        if excused:
+            lines.append("")
+            lines.append(f"EXCUSED by a render warning ({len(excused)}):")
+            for r in excused:
+                lines.append(f"  [{r['client']}] {r['id']} {r['url']}: {r['observed']} (expected {r['expect']}); warning: {r['warning']}")
+    report = "\n".join(lines) + "\n"
+    report_path = OUT / ("report.partial.txt" if (args.case or args.client) else "report.txt")
+    if engine is not None:
+        report_path.write_text(report)
+
+    print()
+    # summary to stdout (the disagreement list goes to the report file, head shown here)
+    table_start = len(clients) + 2
+    print("\n".join(lines[table_start : table_start + 2 + len(clients) + (1 if engine is None else 0)]))
+    if harness_errors:
+        print(f"HARNESS ERRORS ({len(harness_errors)}):")
+        for h in harness_errors[:20]:
+            print("  " + h)
+    if engine is not None and disagreements:
+        print(f"{len(disagreements)} disagreements; first ones (all in {report_path}):")
+        for d in disagreements[:15]:
+            print(d)
+    print(f"observations: {path}")
+    print(f"elapsed: {elapsed:.1f}s")
+    if engine is None:
+        n = len(observations)
+        print(f"{n} passed, {len(harness_errors)} failed")
+        return 1 if harness_errors else 0
+    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] + s["excused"] for s in rstats.values())
+    failed = sum(s["disagree"] for s in stats.values()) + sum(s["fail"] for s in rstats.values()) + len(harness_errors)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def fmt_env(env: dict) -> str:
+    return " ".join(f"{k}={v!r}" for k, v in env.items()) or "(none)"
+
+
+def norm_entry(e: str) -> str:
+    return e.strip().lower().rstrip(".")
+
+
+def run_renders(renders, clients, runners, server, engine, rstats):
+    results = []
+    fails = []
+    proxy = placeholders()["proxy_upper"]
+    dialects = [c for c in clients] + ["portable"]
+    for rset in renders:
+        entries = rset["entries"]
+        for d in dialects:
+            out = engine.render(d, entries)
+            if "_error" in out:
+                targets = clients if d == "portable" else [d]
+                for c in targets:
+                    rstats[c]["checks"] += 1
+                    rstats[c]["fail"] += 1
+                fails.append(f"[render {d}] {rset['id']}: ENGINE ERROR {out['_error']}")
+                continue
+            value = out.get("value", "")
+            uncovered = {norm_entry(u.get("entry", "")) for u in out.get("uncovered", [])}
+            warnings = [w if isinstance(w, str) else json.dumps(w) for w in out.get("warnings", [])]
+            env = {
+                "HTTP_PROXY": proxy,
+                "http_proxy": proxy,
+                "HTTPS_PROXY": proxy,
+                "https_proxy": proxy,
+                "NO_PROXY": value,
+                "no_proxy": value,
+            }
+            targets = clients if d == "portable" else [d]
+            for i, pr in enumerate(rset["probes"]):
+                for c in targets:
+                    rec = {
+                        "id": f"{rset['id']}#{i}",
+                        "dialect": d,
+                        "client": c,
+                        "url": pr["url"],
+                        "intent": pr["intent"],
+                        "expect": pr["expect"],
+                        "value": value,
+                    }
+                    if norm_entry(pr["intent"]) in uncovered:
+                        rec["result"] = "skipped (intent uncovered)"
+                        rstats[c]["skipped"] += 1
+                        results.append(rec)
+                        continue
+                    job = {"id": f"render:{d}:{rset['id']}#{i}", "url": pr["url"], "env": env}
+                    res = runners[c].run(server, job)
+                    obs, via, _note = decide(c, res)
+                    rec["observed"] = obs
+                    rec["error"] = res.get("error")
+                    rstats[c]["checks"] += 1
+                    if obs == pr["expect"]:
+                        rec["result"] = "pass"
+                        rstats[c]["pass"] += 1
+                    else:
+                        warn = next((w for w in warnings if pr["intent"].lower() in w.lower()), None)
+                        if pr["expect"] == "proxy" and obs == "direct" and warn:
+                            rec["result"] = "excused"
+                            rec["warning"] = warn
+                            rstats[c]["excused"] += 1
+                        else:
+                            rec["result"] = "fail"
+                            rstats[c]["fail"] += 1
+                            fails.append(
+                                f"[render {d} -> {c}] {rset['id']}#{i} intent={pr['intent']!r} url={pr['url']}\n"
+                                f"    NO_PROXY={value!r}\n    expected {pr['expect']}, real client: {obs}"
+                                f"{' via ' + via if via else ''}{' (error: ' + str(res.get('error'))[:160] + ')' if obs == 'error' else ''}"
+                            )
+                    results.append(rec)
+    return results, fails
+
+
+# --------------------------------------------------------------------------- outer main
+def all_hostnames(cases: list[dict], renders: list[dict]) -> list[str]:
+    names = set()
+    urls = [c["url"] for c in cases] + [p["url"] for r in renders for p in r.get("probes", [])]
+    for u in urls:
+        h = (urllib.parse.urlsplit(u).hostname or "").lower()
+        if not h:
+            continue
+        try:
+            ipaddress.ip_address(h)
+            continue
+        except ValueError:
+            pass
+        if h.rstrip(".") == "localhost":
+            continue
+        names.add(h.rstrip("."))
+    return sorted(names)
+
+
+def remove_stale_namespaces() -> None:
+    """Remove namespaces left by an earlier run of this driver that was killed (its pid is gone)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        m = re.match(r"(epoconf(\d+))\b", line.strip())
+        if m and not Path(f"/proc/{m.group(2)}").exists():
+            subprocess.run(["ip", "netns", "del", m.group(1)], check=False)
+            shutil.rmtree(Path("/etc/netns") / m.group(1), ignore_errors=True)
+
+
+def run_outer(args) -> int:
+    if os.geteuid() != 0:
+        print("conformance.py must run as root (it creates a network namespace)", file=sys.stderr)
+        return 2
+    cases, renders = load_table(HERE / "cases.toml")
+    names = all_hostnames(cases, renders)
+    if len(names) > 250:
+        raise SystemExit("too many host names for 198.18.0.0/24")
+    remove_stale_namespaces()
+    ns = f"epoconf{os.getpid()}"
+    etc = Path("/etc/netns") / ns
+    hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    for i, n in enumerate(names, start=10):
+        hosts.append(f"198.18.0.{i} {n} {n}.")
+    created = False
+    rc = 2
+    old_int = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        etc.mkdir(parents=True)
+        (etc / "hosts").write_text("\n".join(hosts) + "\n")
+        # a resolver that answers nothing: names outside the table do not resolve
+        (etc / "resolv.conf").write_text("nameserver 127.0.0.53\noptions timeout:1 attempts:1\n")
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        created = True
+        sh = lambda *a: subprocess.run(["ip", "netns", "exec", ns, *a], check=True)  # noqa: E731
+        sh("ip", "link", "set", "lo", "up")
+        sh("ip", "route", "add", "local", "0.0.0.0/0", "dev", "lo")
+        sh("ip", "-6", "route", "add", "local", "::/0", "dev", "lo")
+        # nothing in the namespace can reach outside it: there is no other interface
+        links = subprocess.run(["ip", "netns", "exec", ns, "ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+        if [l for l in links.splitlines() if ": lo:" not in l]:
+            raise SystemExit(f"namespace {ns} has interfaces other than lo: {links}")
+        argv = ["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).resolve()), "--inner", *sys.argv[1:]]
+        rc = subprocess.call(argv)
+    except KeyboardInterrupt:
+        rc = 130
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        if created:
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+        shutil.rmtree(etc, ignore_errors=True)
+    return rc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--observe-only", action="store_true", help="run the clients only, no engine comparison")
+    ap.add_argument("--client", action="append", help="only this client (repeatable, or comma-separated)")
+    ap.add_argument("--case", action="append", help="only cases whose id contains this substring (repeatable)")
+    ap.add_argument(
+        "--engine",
+        default=os.environ.get("EPO_BIN") or str(HERE.parent.parent / "target" / "release" / "egress-proxy-operator"),
+        help="egress-proxy-operator binary, or a command line split like a shell would"
+        " (default: $EPO_BIN or target/release)",
+    )
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner:
+        return run_inner(args)
+    return run_outer(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

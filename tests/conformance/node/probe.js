@@ -1,0 +1,73 @@
+// Node.js client probe for the NO_PROXY conformance harness.
+// Usage: node probe.js axios|undici   (jobs as JSON lines on stdin: {"id","url","env"})
+// The process starts with no proxy variables; before each job the previous job's
+// variables are removed and the job's set.
+//  axios : axios.get(url) with its defaults: the proxy comes from proxy-from-env's
+//          getProxyForUrl (bundled in axios) and axios' own NO_PROXY check. The bare
+//          proxy-from-env answer (the npm package) is reported as "pfe".
+//  undici: a new EnvHttpProxyAgent per job (it reads the environment when built),
+//          undici.request(url, {dispatcher}).
+'use strict';
+const readline = require('readline');
+const fs = require('fs');
+const path = require('path');
+
+const mode = process.argv[2];
+const ver = (p) => JSON.parse(fs.readFileSync(path.join(__dirname, 'node_modules', p, 'package.json'))).version;
+
+async function main() {
+  let one;
+  let version;
+  let pfe = null;
+  if (mode === 'axios') {
+    const axios = require('axios');
+    pfe = require('proxy-from-env');
+    version = `axios ${ver('axios')}, proxy-from-env ${ver('proxy-from-env')}`;
+    one = async (url) => {
+      const r = await axios.get(url, {
+        timeout: 3000, maxRedirects: 0, validateStatus: () => true,
+      });
+      return r.status;
+    };
+  } else if (mode === 'undici') {
+    const undici = require('undici');
+    version = ver('undici');
+    one = async (url) => {
+      const agent = new undici.EnvHttpProxyAgent({ connect: { rejectUnauthorized: false, timeout: 3000 } });
+      try {
+        const r = await undici.request(url, {
+          dispatcher: agent, headersTimeout: 3000, bodyTimeout: 3000, maxRedirections: 0,
+        });
+        await r.body.dump();
+        return r.statusCode;
+      } finally {
+        agent.destroy().catch(() => {});
+      }
+    };
+  } else {
+    throw new Error(`unknown mode ${mode}`);
+  }
+  process.stdout.write(JSON.stringify({ version }) + '\n');
+  let prev = [];
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of rl) {
+    if (!line.trim()) continue;
+    const job = JSON.parse(line);
+    for (const k of prev) delete process.env[k];
+    for (const [k, v] of Object.entries(job.env)) process.env[k] = v;
+    prev = Object.keys(job.env);
+    const out = { id: job.id, ok: false, status: null, error: null };
+    if (pfe) {
+      try { out.pfe = pfe.getProxyForUrl(job.url) || null; } catch (e) { out.pfe = `error: ${e}`; }
+    }
+    try {
+      out.status = await one(job.url);
+      out.ok = true;
+    } catch (e) {
+      const cause = e && e.cause ? ` (cause: ${e.cause.code || ''} ${e.cause.message || e.cause})` : '';
+      out.error = `${(e && (e.code || e.name)) || 'Error'}: ${(e && e.message) || e}${cause}`.slice(0, 500);
+    }
+    process.stdout.write(JSON.stringify(out) + '\n');
+  }
+}
+main().catch((e) => { process.stderr.write(String(e && e.stack || e) + '\n'); process.exit(2); });
