@@ -91,7 +91,8 @@ fn forbid_unknown_fields(schema: &mut Value, root: bool) {
                 props.insert(key.into(), serde_json::json!({}));
             }
         }
-        map.entry("additionalProperties").or_insert(Value::Bool(false));
+        map.entry("additionalProperties")
+            .or_insert(Value::Bool(false));
     }
     for key in ["items", "additionalProperties"] {
         if let Some(sub @ Value::Object(_)) = map.get_mut(key) {
