@@ -1,0 +1,156 @@
+//! Test hooks: fault injection and request accounting.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// What an injected fault does to a matching request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// Answer with this status code (and a `Retry-After` header for 429/503 when given).
+    Status {
+        code: u16,
+        retry_after_seconds: Option<u64>,
+    },
+    /// Delay the request, then serve it normally.
+    Latency(Duration),
+    /// Serve a watch, but end its stream after this long.
+    DropWatch(Duration),
+}
+
+/// Which requests a fault applies to; `None` matches anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultRule {
+    /// get, list, watch, create, update, patch, delete, deletecollection
+    pub verb: Option<String>,
+    /// Plural resource name, e.g. `configmaps` or `deployments/status`.
+    pub resource: Option<String>,
+    pub fault: Fault,
+    /// Chance of applying to a matching request, 0.0..=1.0.
+    pub probability: f64,
+    /// How many more times the rule applies (None: unlimited).
+    pub remaining: Option<u64>,
+}
+
+impl FaultRule {
+    pub fn new(verb: Option<&str>, resource: Option<&str>, fault: Fault) -> Self {
+        Self {
+            verb: verb.map(str::to_string),
+            resource: resource.map(str::to_string),
+            fault,
+            probability: 1.0,
+            remaining: None,
+        }
+    }
+
+    pub fn times(mut self, n: u64) -> Self {
+        self.remaining = Some(n);
+        self
+    }
+
+    pub fn probability(mut self, p: f64) -> Self {
+        self.probability = p.clamp(0.0, 1.0);
+        self
+    }
+}
+
+/// Request counts, for measuring write amplification.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestCounts {
+    /// (verb, resource) -> count
+    pub by_verb_resource: BTreeMap<(String, String), u64>,
+    /// fieldManager query parameter of writes -> count
+    pub by_field_manager: BTreeMap<String, u64>,
+    /// Updates and patches that changed nothing.
+    pub noop_writes: u64,
+}
+
+impl RequestCounts {
+    pub fn get(&self, verb: &str, resource: &str) -> u64 {
+        self.by_verb_resource
+            .get(&(verb.to_string(), resource.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// All write requests (create, update, patch, delete, deletecollection).
+    pub fn writes(&self) -> u64 {
+        self.by_verb_resource
+            .iter()
+            .filter(|((v, _), _)| {
+                matches!(
+                    v.as_str(),
+                    "create" | "update" | "patch" | "delete" | "deletecollection"
+                )
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Hooks {
+    pub rules: Vec<FaultRule>,
+    pub down_until: Option<Instant>,
+    pub counts: RequestCounts,
+}
+
+fn random_unit() -> f64 {
+    let b = uuid::Uuid::new_v4().as_u128() as u64;
+    (b >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Hooks {
+    /// Record a request and pick the faults that apply to it.
+    pub fn on_request(
+        &mut self,
+        verb: &str,
+        resource: &str,
+        field_manager: Option<&str>,
+    ) -> Vec<Fault> {
+        *self
+            .counts
+            .by_verb_resource
+            .entry((verb.into(), resource.into()))
+            .or_default() += 1;
+        if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+            *self.counts.by_field_manager.entry(m.into()).or_default() += 1;
+        }
+        if self.down_until.is_some_and(|t| Instant::now() < t) {
+            return vec![Fault::Status {
+                code: 503,
+                retry_after_seconds: Some(1),
+            }];
+        }
+        let mut out = Vec::new();
+        for rule in &mut self.rules {
+            let matches = rule.verb.as_deref().is_none_or(|v| v == verb)
+                && rule.resource.as_deref().is_none_or(|r| r == resource)
+                && rule.remaining != Some(0);
+            if matches && (rule.probability >= 1.0 || random_unit() < rule.probability) {
+                if let Some(n) = rule.remaining.as_mut() {
+                    *n -= 1;
+                }
+                out.push(rule.fault.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The reason a status code is reported with.
+pub fn reason(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
+    }
+}

@@ -1,0 +1,320 @@
+//! kube-sim: an in-memory Kubernetes API server for integration tests and demos.
+//!
+//! Start it in-process with [`KubeSim::start`], or run the `kube-sim` binary.
+
+pub mod api;
+pub mod apply;
+pub mod auth;
+pub mod controllers;
+pub mod delete;
+pub mod discovery;
+pub mod error;
+pub mod hooks;
+pub mod kinds;
+pub mod kubeconfig;
+pub mod list;
+pub mod load;
+pub mod openapi;
+pub mod patch;
+pub mod resources;
+pub mod routing;
+pub mod scale;
+pub mod schema;
+pub mod selectors;
+pub mod server;
+pub mod store;
+pub mod table;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch as tokio_watch;
+
+pub use error::ApiError;
+
+use resources::Registry;
+use server::Shared;
+use store::Store;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Number of changes kept for watches that resume from a resourceVersion.
+    pub history_limit: usize,
+    /// How often watches that allow bookmarks get a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// YAML files or directories loaded at start-up.
+    pub load: Vec<PathBuf>,
+    /// Run the simulated Deployment/ReplicaSet controllers.
+    pub controllers: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(10),
+            load: Vec::new(),
+            controllers: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Load(#[from] load::LoadError),
+    #[error("seeding built-in objects: {0}")]
+    Seed(ApiError),
+}
+
+/// Entry point for in-process use.
+pub struct KubeSim;
+
+impl KubeSim {
+    /// Start serving; the returned handle stops the server when dropped.
+    pub async fn start(config: Config) -> Result<KubeSimHandle, StartError> {
+        let mut store = Store::new(config.history_limit, Registry::with_builtins());
+        seed(&mut store).map_err(StartError::Seed)?;
+        let docs = load::read_documents(&config.load)?;
+        let loaded = load::apply_documents(&mut store, docs)?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            store: Arc::new(Mutex::new(store)),
+            addr,
+            bookmark_interval: config.bookmark_interval,
+            max_body_bytes: 16 * 1024 * 1024,
+            hooks: Mutex::new(hooks::Hooks::default()),
+        });
+        let (stop_tx, stop_rx) = tokio_watch::channel(false);
+        if config.controllers {
+            let s = shared.clone();
+            let mut stop = stop_rx.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = controllers::run(s) => {}
+                    _ = stop.changed() => {}
+                }
+            });
+        }
+        tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
+        tracing::info!(%addr, loaded, "kube-sim serving");
+        Ok(KubeSimHandle {
+            shared,
+            stop: stop_tx,
+        })
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stop: tokio_watch::Receiver<bool>,
+) {
+    loop {
+        let conn = tokio::select! {
+            c = listener.accept() => c,
+            _ = stop.changed() => return,
+        };
+        let (stream, peer) = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| server::handle(shared.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "connection ended");
+                },
+                _ = stop.changed() => {}
+            }
+        });
+    }
+}
+
+/// Default namespaces, the `kubernetes` Service and the default ServiceCIDR.
+fn seed(store: &mut Store) -> Result<(), ApiError> {
+    let reg = store.registry.clone();
+    let ty = |g: &str, v: &str, p: &str| {
+        reg.get(g, v, p)
+            .ok_or_else(|| ApiError::internal(format!("missing built-in {p}")))
+    };
+    let ns = ty("", "v1", "namespaces")?;
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        api::seed(store, &ns, json!({"metadata": {"name": n}}))?;
+    }
+    let cidr = ty("networking.k8s.io", "v1", "servicecidrs")?;
+    api::seed(
+        store,
+        &cidr,
+        json!({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": ["10.96.0.0/12"]},
+               "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "", "message": "",
+                                          "lastTransitionTime": api::now()}]}}),
+    )?;
+    let svc = ty("", "v1", "services")?;
+    api::seed(
+        store,
+        &svc,
+        json!({"metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+               "spec": {"type": "ClusterIP", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}),
+    )?;
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("server URL: {0}")]
+    Url(#[from] http::uri::InvalidUri),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error("auth info: {0}")]
+    AuthInfo(#[from] serde_json::Error),
+}
+
+/// A running server.
+pub struct KubeSimHandle {
+    shared: Arc<Shared>,
+    stop: tokio_watch::Sender<bool>,
+}
+
+impl KubeSimHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    pub fn kubeconfig_yaml(&self) -> String {
+        kubeconfig::render(&self.base_url())
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        kubeconfig::write(path, &self.base_url())
+    }
+
+    /// A kube client for this server.
+    pub fn client(&self) -> Result<kube::Client, ClientError> {
+        self.client_with_token(kubeconfig::ADMIN_TOKEN)
+    }
+
+    /// A kube client authenticating with `token` (e.g. from [`Self::service_account_token`]).
+    pub fn client_with_token(&self, token: &str) -> Result<kube::Client, ClientError> {
+        let url = self.base_url().parse::<http::Uri>()?;
+        let mut config = kube::Config::new(url);
+        config.default_namespace = "default".into();
+        config.auth_info = serde_json::from_value(json!({ "token": token }))?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Create or replace objects from YAML text (multi-document).
+    pub fn apply_yaml(&self, yaml: &str) -> Result<usize, load::LoadError> {
+        let mut docs = Vec::new();
+        for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
+            let v = <Value as serde::Deserialize>::deserialize(doc).map_err(|source| {
+                load::LoadError::Yaml {
+                    path: PathBuf::from("<inline>"),
+                    source,
+                }
+            })?;
+            if !v.is_null() {
+                docs.push((PathBuf::from("<inline>"), v));
+            }
+        }
+        load::apply_documents(&mut self.shared.lock(), docs)
+    }
+
+    /// Drop the event history: watches resuming from an older resourceVersion get 410 Expired.
+    pub fn compact(&self) {
+        self.shared.lock().compact();
+    }
+
+    /// End every open watch with a 410 Expired error (after compacting history).
+    pub fn expire_watches(&self) {
+        let mut s = self.shared.lock();
+        s.compact();
+        s.expire_watches();
+    }
+
+    /// Inject a fault for matching requests.
+    pub fn inject_fault(&self, rule: hooks::FaultRule) {
+        self.shared.hooks().rules.push(rule);
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared.hooks().rules.clear();
+    }
+
+    /// Answer every resource request with 503 (Retry-After: 1) for this long.
+    pub fn api_down_for(&self, d: Duration) {
+        self.shared.hooks().down_until = Some(std::time::Instant::now() + d);
+    }
+
+    /// Request counts since start (or the last reset).
+    pub fn request_counts(&self) -> hooks::RequestCounts {
+        let mut c = self.shared.hooks().counts.clone();
+        c.noop_writes = self.shared.lock().noop_writes;
+        c
+    }
+
+    pub fn reset_request_counts(&self) {
+        self.shared.hooks().counts = hooks::RequestCounts::default();
+        self.shared.lock().noop_writes = 0;
+    }
+
+    /// A bearer token for the ServiceAccount `namespace/name`; requests with it are
+    /// authorized against the stored RBAC objects.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.shared.lock().issue_token(namespace, name)
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().current_rv()
+    }
+
+    /// Stop accepting connections and close open ones.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+impl Drop for KubeSimHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

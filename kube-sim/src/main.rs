@@ -1,0 +1,58 @@
+//! `kube-sim --kubeconfig PATH [--listen ADDR] [--load PATH]...`
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// In-memory Kubernetes API server (plain HTTP) for tests and demos.
+#[derive(Debug, Parser)]
+#[command(name = "kube-sim", version)]
+struct Args {
+    /// Where to write the kubeconfig, once the server is ready.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Listen address; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// YAML file or directory to load at start-up (repeatable; CRDs are applied first).
+    #[arg(long)]
+    load: Vec<PathBuf>,
+    /// Run the simulated Deployment/ReplicaSet controllers (Pods become Ready at once).
+    #[arg(long)]
+    controllers: bool,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kube-sim: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "kube_sim=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let config = kube_sim::Config {
+        listen: args.listen,
+        load: args.load,
+        controllers: args.controllers,
+        ..Default::default()
+    };
+    let handle = kube_sim::KubeSim::start(config).await?;
+    handle.write_kubeconfig(&args.kubeconfig)?;
+    tracing::info!(url = %handle.base_url(), kubeconfig = %args.kubeconfig.display(), "ready");
+    tokio::signal::ctrl_c().await?;
+    handle.shutdown();
+    Ok(())
+}

@@ -1,0 +1,697 @@
+//! The HTTP server: request dispatch to discovery, verbs and watches.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+
+use crate::api::{self, DeleteOptions, Target};
+use crate::discovery;
+use crate::error::{ApiError, ApiResult};
+use crate::list::{self, ListParams};
+use crate::patch::PatchKind;
+use crate::routing::{Route, parse_query, route};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::Store;
+use crate::watch;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Shared server state.
+pub struct Shared {
+    pub store: Arc<Mutex<Store>>,
+    pub addr: SocketAddr,
+    pub bookmark_interval: Duration,
+    pub max_body_bytes: usize,
+    pub hooks: Mutex<crate::hooks::Hooks>,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, Store> {
+        match self.store.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    pub fn hooks(&self) -> MutexGuard<'_, crate::hooks::Hooks> {
+        match self.hooks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+fn json_response(code: u16, v: &Value) -> Response<Body> {
+    let body = Full::new(Bytes::from(v.to_string()))
+        .map_err(|e| match e {})
+        .boxed_unsync();
+    let mut r = Response::new(body);
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r = json_response(e.code, &e.to_status());
+    if let Some(s) = e.retry_after_seconds
+        && let Ok(v) = hyper::header::HeaderValue::from_str(&s.to_string())
+    {
+        r.headers_mut().insert(hyper::header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// `fieldManager`, else the User-Agent up to its first '/', as the real server does.
+fn field_manager(q: &HashMap<String, String>, req: &Request<Incoming>) -> String {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    let ua = req
+        .headers()
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let prefix: String = ua
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(128)
+        .collect();
+    if prefix.is_empty() {
+        "unknown".into()
+    } else {
+        prefix
+    }
+}
+
+/// The Kubernetes verb of a resource request.
+fn verb_of(method: &Method, t: &Target, watch: bool) -> &'static str {
+    match (method.as_str(), t.name.is_some()) {
+        ("GET" | "HEAD", _) if watch => "watch",
+        ("GET" | "HEAD", false) => "list",
+        ("GET" | "HEAD", true) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", false) => "deletecollection",
+        ("DELETE", true) => "delete",
+        _ => "unknown",
+    }
+}
+
+/// Count the request and apply injected faults; returns a watch drop delay if one applies.
+async fn apply_hooks(
+    shared: &Shared,
+    method: &Method,
+    t: &Target,
+    watch: bool,
+    q: &HashMap<String, String>,
+) -> ApiResult<Option<Duration>> {
+    let verb = verb_of(method, t, watch);
+    let resource = match &t.subresource {
+        Some(s) => format!("{}/{s}", t.rt.plural),
+        None => t.rt.plural.clone(),
+    };
+    let manager = q
+        .get("fieldManager")
+        .map(String::as_str)
+        .filter(|_| !matches!(verb, "get" | "list" | "watch"));
+    let faults = shared.hooks().on_request(verb, &resource, manager);
+    let mut drop_after = None;
+    for f in faults {
+        match f {
+            crate::hooks::Fault::Latency(d) => tokio::time::sleep(d).await,
+            crate::hooks::Fault::DropWatch(d) => drop_after = Some(d),
+            crate::hooks::Fault::Status {
+                code,
+                retry_after_seconds,
+            } => {
+                let msg = format!("injected fault for {verb} {resource}");
+                let mut e = ApiError::new(code, crate::hooks::reason(code), msg);
+                e.retry_after_seconds = retry_after_seconds;
+                return Err(e);
+            }
+        }
+    }
+    Ok(drop_after)
+}
+
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let resp = match dispatch(&shared, req).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    };
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
+    Ok(resp)
+}
+
+async fn read_body(shared: &Shared, req: Request<Incoming>) -> ApiResult<Bytes> {
+    let ct = req
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(format!(
+            "kube-sim accepts JSON and YAML request bodies only, not {ct:?}"
+        )));
+    }
+    let limited = http_body_util::Limited::new(req.into_body(), shared.max_body_bytes);
+    limited.collect().await.map(|c| c.to_bytes()).map_err(|e| {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("request body could not be read: {e}"),
+        )
+    })
+}
+
+fn parse_json_body(body: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(body)
+        .or_else(|_| serde_yaml_ng::from_slice(body))
+        .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))
+}
+
+fn flag(q: &HashMap<String, String>, k: &str) -> bool {
+    q.get(k).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn list_params(q: &HashMap<String, String>, kind: &str) -> ApiResult<ListParams> {
+    let num = |k: &str| -> ApiResult<Option<u64>> {
+        q.get(k)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid value for {k}: {v:?}")))
+            })
+            .transpose()
+    };
+    Ok(ListParams {
+        labels: LabelSelector::parse(
+            q.get("labelSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+            kind,
+        )?,
+        limit: num("limit")?.map(|l| l as usize),
+        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        watch: flag(q, "watch"),
+        allow_bookmarks: flag(q, "allowWatchBookmarks"),
+        send_initial_events: flag(q, "sendInitialEvents"),
+        timeout_seconds: num("timeoutSeconds")?,
+        drop_after: None,
+    })
+}
+
+fn dry_run(q: &HashMap<String, String>) -> ApiResult<bool> {
+    match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "unsupported dryRun value {other:?}: only \"All\" is supported"
+        ))),
+    }
+}
+
+async fn dispatch(shared: &Arc<Shared>, req: Request<Incoming>) -> ApiResult<Response<Body>> {
+    let method = req.method().clone();
+    let q = parse_query(req.uri().query());
+    let auth_header = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let (r, user) = {
+        let store = shared.lock();
+        let user = crate::auth::authenticate(&store, auth_header)?;
+        (route(&store.registry, req.uri().path())?, user)
+    };
+    let read_only = method == Method::GET || method == Method::HEAD;
+    match r {
+        Route::Resource {
+            target,
+            legacy_watch,
+        } => resource(shared, req, target, legacy_watch, q, user).await,
+        _ if !read_only => Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported on this path"
+        ))),
+        Route::Version => Ok(json_response(200, &discovery::version())),
+        Route::Health => {
+            let mut r = Response::new(
+                Full::new(Bytes::from_static(b"ok"))
+                    .map_err(|e| match e {})
+                    .boxed_unsync(),
+            );
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/plain"),
+            );
+            Ok(r)
+        }
+        Route::OpenApiV2 => Ok(openapi_v2(&req)),
+        Route::OpenApiRoot => Ok(json_response(
+            200,
+            &crate::openapi::root(&shared.lock().registry),
+        )),
+        Route::OpenApiGroupVersion { group, version } => {
+            let store = shared.lock();
+            let schema_of = |t: &crate::resources::ResourceType| {
+                let crd_gr = crate::resources::GroupResource {
+                    group: "apiextensions.k8s.io".into(),
+                    resource: "customresourcedefinitions".into(),
+                };
+                let crd = store.get(&crd_gr, &(String::new(), t.crd.clone()?))?;
+                crate::schema::version_schema(&crd, &t.version).cloned()
+            };
+            crate::openapi::group_version(&store.registry, &group, &version, &schema_of)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "NotFound",
+                        "the server could not find the requested resource",
+                    )
+                })
+        }
+        Route::CoreVersions => Ok(json_response(
+            200,
+            &discovery::core_versions(&shared.addr.to_string()),
+        )),
+        Route::GroupList => Ok(json_response(
+            200,
+            &discovery::group_list(&shared.lock().registry),
+        )),
+        Route::Group(g) => discovery::group(&shared.lock().registry, &g)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(|| {
+                ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                )
+            }),
+        Route::ResourceList { group, version } => {
+            discovery::resource_list(&shared.lock().registry, &group, &version)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "NotFound",
+                        "the server could not find the requested resource",
+                    )
+                })
+        }
+    }
+}
+
+async fn resource(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    t: Target,
+    legacy_watch: bool,
+    q: HashMap<String, String>,
+    user: crate::auth::User,
+) -> ApiResult<Response<Body>> {
+    let method = req.method().clone();
+    let mut t = t;
+    t.manager = Some(field_manager(&q, &req));
+    let watching = legacy_watch || flag(&q, "watch");
+    let verb = verb_of(&method, &t, watching);
+    crate::auth::authorize(&shared.lock(), &user, verb, &t)?;
+    let drop_after = apply_hooks(shared, &method, &t, watching, &q).await?;
+    match t.subresource.as_deref() {
+        None => {}
+        Some("status") if t.rt.status => {}
+        Some("scale") if t.rt.scale => return scale(shared, req, &t, &q).await,
+        Some("token")
+            if t.rt.group.is_empty()
+                && t.rt.plural == "serviceaccounts"
+                && method == Method::POST =>
+        {
+            return token_request(shared, req, &t).await;
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+        }
+    }
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let table_api = crate::table::requested(accept);
+    let render = renderer(
+        shared,
+        &t,
+        table_api,
+        q.get("includeObject").cloned().unwrap_or_default(),
+    );
+    let collection = t.name.is_none();
+    if collection && t.rt.namespaced && t.namespace.is_none() && method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "{method} on all-namespaces {} is not allowed; use a namespaced path",
+            t.rt.plural
+        )));
+    }
+    if t.subresource.is_some() && !matches!(method, Method::GET | Method::PUT | Method::PATCH) {
+        return Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported on subresources"
+        )));
+    }
+    match (method.clone(), collection) {
+        (Method::GET, true) => {
+            let mut p = list_params(&q, &t.rt.kind)?;
+            p.drop_after = drop_after;
+            if p.watch || legacy_watch {
+                let rx = watch::start(&shared.store, t, p, shared.bookmark_interval, render);
+                return Ok(watch_response(rx));
+            }
+            let mut v = list::list(&shared.lock(), &t, &p)?;
+            if table_api.is_some() {
+                let items = v["items"].as_array().cloned().unwrap_or_default();
+                v = render_many(shared, &t, table_api, &q, &items, v["metadata"].clone());
+            }
+            Ok(json_response(200, &v))
+        }
+        (Method::GET, false) => {
+            if legacy_watch || flag(&q, "watch") {
+                let mut p = list_params(&q, &t.rt.kind)?;
+                p.drop_after = drop_after;
+                p.fields = FieldSelector::parse(
+                    &format!("metadata.name={}", t.name.as_deref().unwrap_or_default()),
+                    "",
+                )?;
+                let rx = watch::start(
+                    &shared.store,
+                    Target { name: None, ..t },
+                    p,
+                    shared.bookmark_interval,
+                    render,
+                );
+                return Ok(watch_response(rx));
+            }
+            let obj = api::get(&shared.lock(), &t)?;
+            if table_api.is_some() && t.subresource.is_none() {
+                return Ok(json_response(
+                    200,
+                    &render_many(shared, &t, table_api, &q, &[obj], serde_json::json!({})),
+                ));
+            }
+            Ok(json_response(200, &obj))
+        }
+        (Method::POST, true) => {
+            let dry = dry_run(&q)?;
+            let body = parse_json_body(&read_body(shared, req).await?)?;
+            let v = api::create(&mut shared.lock(), &t, body, dry)?;
+            Ok(json_response(201, &v))
+        }
+        (Method::PUT, false) => {
+            let dry = dry_run(&q)?;
+            let body = parse_json_body(&read_body(shared, req).await?)?;
+            let v = api::update(&mut shared.lock(), &t, body, dry)?;
+            Ok(json_response(200, &v))
+        }
+        (Method::PATCH, false) => {
+            let dry = dry_run(&q)?;
+            let ct = req
+                .headers()
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let kind = PatchKind::from_content_type(&ct)?;
+            let body = read_body(shared, req).await?;
+            if kind == PatchKind::Apply {
+                let manager = q.get("fieldManager").map(String::as_str);
+                let force = flag(&q, "force");
+                let mut store = shared.lock();
+                let existed = api::get(&store, &t).is_ok();
+                let v = crate::apply::apply(&mut store, &t, &body, manager, force, dry)?;
+                return Ok(json_response(if existed { 200 } else { 201 }, &v));
+            }
+            let v = api::patch(&mut shared.lock(), &t, kind, &body, dry)?;
+            Ok(json_response(200, &v))
+        }
+        (Method::DELETE, false) => {
+            let mut opts = DeleteOptions::from_body(&read_body(shared, req).await?)?;
+            if let Some(p) = q.get("propagationPolicy") {
+                opts.propagation = Some(p.clone());
+            }
+            opts.dry_run |= dry_run(&q)?;
+            let (code, v) = api::delete(&mut shared.lock(), &t, &opts)?;
+            Ok(json_response(code, &v))
+        }
+        (Method::DELETE, true) => {
+            let p = list_params(&q, &t.rt.kind)?;
+            let mut opts = DeleteOptions::from_body(&read_body(shared, req).await?)?;
+            if let Some(pp) = q.get("propagationPolicy") {
+                opts.propagation = Some(pp.clone());
+            }
+            opts.dry_run |= dry_run(&q)?;
+            let mut store = shared.lock();
+            let listed = list::list(
+                &store,
+                &t,
+                &ListParams {
+                    limit: None,
+                    continue_token: None,
+                    ..p
+                },
+            )?;
+            let items = listed["items"].as_array().cloned().unwrap_or_default();
+            let mut out = Vec::new();
+            for item in items {
+                let Some(name) = item.pointer("/metadata/name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let ns = item
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                let one = Target {
+                    name: Some(name.to_string()),
+                    namespace: ns.or(t.namespace.clone()),
+                    ..t.clone()
+                };
+                if let Ok((_, v)) = api::delete(&mut store, &one, &opts) {
+                    out.push(v);
+                }
+            }
+            let mut v = listed;
+            v["items"] = Value::Array(out);
+            Ok(json_response(200, &v))
+        }
+        (m, _) => Err(ApiError::method_not_allowed(format!(
+            "{m} is not supported on {} {}",
+            if collection {
+                "the collection"
+            } else {
+                "a single"
+            },
+            t.rt.plural
+        ))),
+    }
+}
+
+/// The CRD defining a custom resource type (for its printer columns).
+fn crd_of(shared: &Shared, t: &Target) -> Option<Value> {
+    let name = t.rt.crd.as_ref()?;
+    let gr = crate::resources::GroupResource {
+        group: "apiextensions.k8s.io".into(),
+        resource: "customresourcedefinitions".into(),
+    };
+    shared
+        .lock()
+        .get(&gr, &(String::new(), name.clone()))
+        .map(|o| (*o).clone())
+}
+
+fn render_many(
+    shared: &Shared,
+    t: &Target,
+    table_api: Option<&'static str>,
+    q: &HashMap<String, String>,
+    objs: &[Value],
+    meta: Value,
+) -> Value {
+    let include = q
+        .get("includeObject")
+        .map(String::as_str)
+        .unwrap_or_default();
+    let crd = crd_of(shared, t);
+    crate::table::render(
+        &t.rt,
+        crd.as_ref(),
+        objs,
+        meta,
+        include,
+        table_api.unwrap_or("meta.k8s.io/v1"),
+    )
+}
+
+/// Watch events carry objects as-is, or one-row Tables when the client asked for Tables.
+fn renderer(
+    shared: &Shared,
+    t: &Target,
+    table_api: Option<&'static str>,
+    include: String,
+) -> watch::Render {
+    let api = table_api?;
+    let rt = t.rt.clone();
+    let crd = crd_of(shared, t);
+    Some(Arc::new(move |v| {
+        crate::table::render(
+            &rt,
+            crd.as_ref(),
+            &[v],
+            serde_json::json!({}),
+            &include,
+            api,
+        )
+    }))
+}
+
+/// An empty OpenAPI v2 document (kubectl 1.27 apply needs one; it then falls back to built-in schemas).
+fn openapi_v2(req: &Request<Incoming>) -> Response<Body> {
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if accept.contains("json") && !accept.contains("protobuf") {
+        return json_response(200, &crate::openapi::v2_json());
+    }
+    let body = Full::new(Bytes::from(crate::openapi::v2_protobuf()))
+        .map_err(|e| match e {})
+        .boxed_unsync();
+    let mut r = Response::new(body);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+        ),
+    );
+    r
+}
+
+/// POST serviceaccounts/{name}/token (TokenRequest).
+async fn token_request(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    t: &Target,
+) -> ApiResult<Response<Body>> {
+    let body = read_body(shared, req).await?;
+    let spec = if body.iter().all(u8::is_ascii_whitespace) {
+        serde_json::json!({})
+    } else {
+        parse_json_body(&body)?
+            .get("spec")
+            .cloned()
+            .unwrap_or(serde_json::json!({}))
+    };
+    let mut store = shared.lock();
+    let sa = Target {
+        subresource: None,
+        ..t.clone()
+    };
+    api::get(&store, &sa)?;
+    let ns = t.namespace.clone().unwrap_or_default();
+    let token = store.issue_token(&ns, t.name.as_deref().unwrap_or_default());
+    // The real server accepts 10 minutes up to 2^32 seconds.
+    let secs = spec
+        .get("expirationSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(3600)
+        .clamp(600, 1 << 32);
+    let expires = chrono::Utc::now() + chrono::Duration::seconds(secs);
+    Ok(json_response(
+        201,
+        &serde_json::json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": { "name": t.name, "namespace": ns },
+            "spec": { "audiences": spec.get("audiences").cloned().unwrap_or(serde_json::json!([])), "expirationSeconds": secs },
+            "status": { "token": token, "expirationTimestamp": expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true) },
+        }),
+    ))
+}
+
+async fn scale(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    t: &Target,
+    q: &HashMap<String, String>,
+) -> ApiResult<Response<Body>> {
+    match req.method().clone() {
+        Method::GET => Ok(json_response(200, &crate::scale::get(&shared.lock(), t)?)),
+        Method::PUT => {
+            let dry = dry_run(q)?;
+            let body = parse_json_body(&read_body(shared, req).await?)?;
+            Ok(json_response(
+                200,
+                &crate::scale::update(&mut shared.lock(), t, body, dry)?,
+            ))
+        }
+        Method::PATCH => {
+            let dry = dry_run(q)?;
+            let ct = req
+                .headers()
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let kind = PatchKind::from_content_type(&ct)?;
+            let body = read_body(shared, req).await?;
+            Ok(json_response(
+                200,
+                &crate::scale::patch(&mut shared.lock(), t, kind, &body, dry)?,
+            ))
+        }
+        m => Err(ApiError::method_not_allowed(format!(
+            "{m} is not supported on the scale subresource"
+        ))),
+    }
+}
+
+fn watch_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    })
+    .boxed();
+    let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}

@@ -1,0 +1,811 @@
+//! kube-rs client against kube-sim over real HTTP: CRUD, paging, selectors, status, finalizers, conflicts.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::Discovery;
+use kube_sim::{Config, KubeSim, KubeSimHandle};
+use serde_json::json;
+
+async fn start() -> (KubeSimHandle, kube::Client) {
+    let sim = KubeSim::start(Config::default())
+        .await
+        .expect("start kube-sim");
+    let client = sim.client().expect("client");
+    (sim, client)
+}
+
+fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()},
+        "data": {"k": "v"},
+    }))
+    .expect("configmap")
+}
+
+fn err_code(e: kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.reason.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn crud_metadata_and_errors() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &cm("a", &[("app", "x")]))
+        .await
+        .expect("create");
+    let meta = &created.metadata;
+    assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
+    assert!(meta.creation_timestamp.is_some());
+    assert_eq!(meta.generation, Some(1));
+    let rv1: u64 = meta
+        .resource_version
+        .as_deref()
+        .expect("rv")
+        .parse()
+        .expect("numeric rv");
+
+    // AlreadyExists, NotFound, Invalid, BadRequest.
+    assert_eq!(
+        err_code(
+            cms.create(&PostParams::default(), &cm("a", &[]))
+                .await
+                .unwrap_err()
+        ),
+        (409, "AlreadyExists".into())
+    );
+    assert_eq!(
+        err_code(cms.get("nope").await.unwrap_err()),
+        (404, "NotFound".into())
+    );
+    assert_eq!(
+        err_code(
+            cms.create(&PostParams::default(), &cm("Bad_Name", &[]))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        422
+    );
+    let other_ns: Api<ConfigMap> = Api::namespaced(client.clone(), "missing-ns");
+    assert_eq!(
+        err_code(
+            other_ns
+                .create(&PostParams::default(), &cm("a", &[]))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        404
+    );
+
+    // generateName.
+    let mut g = cm("", &[]);
+    g.metadata.name = None;
+    g.metadata.generate_name = Some("gen-".into());
+    let g = cms
+        .create(&PostParams::default(), &g)
+        .await
+        .expect("generateName");
+    let gname = g.metadata.name.expect("generated name");
+    assert!(gname.starts_with("gen-") && gname.len() == 9, "{gname}");
+
+    // Update bumps resourceVersion; stale resourceVersion conflicts.
+    let mut a = cms.get("a").await.expect("get");
+    a.data = Some(BTreeMap::from([("k".into(), "w".into())]));
+    let updated = cms
+        .replace("a", &PostParams::default(), &a)
+        .await
+        .expect("replace");
+    let rv2: u64 = updated
+        .metadata
+        .resource_version
+        .as_deref()
+        .expect("rv")
+        .parse()
+        .expect("rv");
+    assert!(rv2 > rv1);
+    let stale = cms
+        .replace("a", &PostParams::default(), &a)
+        .await
+        .unwrap_err();
+    assert_eq!(err_code(stale), (409, "Conflict".into()));
+
+    // Patches: merge, JSON, strategic.
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"m": "1"}}})),
+    )
+    .await
+    .expect("merge patch");
+    let p: Patch<()> = Patch::Json(
+        serde_json::from_value(json!([{"op": "add", "path": "/data/j", "value": "2"}]))
+            .expect("json patch"),
+    );
+    cms.patch("a", &PatchParams::default(), &p)
+        .await
+        .expect("json patch");
+    let a = cms.get("a").await.expect("get");
+    assert_eq!(a.labels().get("m").map(String::as_str), Some("1"));
+    assert_eq!(
+        a.data.as_ref().and_then(|d| d.get("j")).map(String::as_str),
+        Some("2")
+    );
+
+    // Secret stringData is stored base64-encoded in data.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"pw": "hunter2"}}))
+            .expect("secret");
+    let s = secrets
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("create secret");
+    assert_eq!(s.data.expect("data")["pw"].0, b"hunter2".to_vec());
+    assert!(s.string_data.is_none());
+
+    // Plain delete.
+    cms.delete(&gname, &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert_eq!(err_code(cms.get(&gname).await.unwrap_err()).0, 404);
+}
+
+use kube::ResourceExt;
+
+#[tokio::test]
+async fn list_paging_and_selectors() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..7 {
+        let tier = if i % 2 == 0 { "front" } else { "back" };
+        let mut labels = vec![("tier", tier), ("app", "shop")];
+        if i == 3 {
+            labels.push(("special", "yes"));
+        }
+        cms.create(&PostParams::default(), &cm(&format!("cm-{i}"), &labels))
+            .await
+            .expect("create");
+    }
+    let sys: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    sys.create(&PostParams::default(), &cm("sys", &[("app", "shop")]))
+        .await
+        .expect("create");
+
+    // Paging with limit/continue returns every object exactly once.
+    let mut names = Vec::new();
+    let mut lp = ListParams::default().limit(3);
+    let mut pages = 0;
+    loop {
+        let page = cms.list(&lp).await.expect("list page");
+        assert!(page.metadata.resource_version.is_some());
+        pages += 1;
+        names.extend(page.items.iter().map(|c| c.name_any()));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, (0..7).map(|i| format!("cm-{i}")).collect::<Vec<_>>());
+
+    let count = |sel: &'static str| {
+        let cms = cms.clone();
+        async move {
+            cms.list(&ListParams::default().labels(sel))
+                .await
+                .expect("list")
+                .items
+                .len()
+        }
+    };
+    assert_eq!(count("tier=front").await, 4);
+    assert_eq!(count("tier==back").await, 3);
+    assert_eq!(count("tier!=front").await, 3);
+    assert_eq!(count("tier in (front,back)").await, 7);
+    assert_eq!(count("tier notin (front)").await, 3);
+    assert_eq!(count("special").await, 1);
+    assert_eq!(count("!special").await, 6);
+    assert_eq!(count("app=shop,tier=back,!special").await, 2);
+
+    let by_name = cms
+        .list(&ListParams::default().fields("metadata.name=cm-2"))
+        .await
+        .expect("list");
+    assert_eq!(by_name.items.len(), 1);
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let everywhere = all
+        .list(&ListParams::default().labels("app=shop"))
+        .await
+        .expect("list all");
+    assert_eq!(everywhere.items.len(), 8);
+    let in_sys = all
+        .list(&ListParams::default().fields("metadata.namespace=kube-system"))
+        .await
+        .expect("list");
+    assert_eq!(in_sys.items.len(), 1);
+    let bad = cms
+        .list(&ListParams::default().labels("tier in (front"))
+        .await
+        .unwrap_err();
+    assert_eq!(err_code(bad).0, 400);
+}
+
+fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"containers": [{"name": "c", "image": "img:1", "env": [{"name": "A", "value": "1"}]}]}},
+        },
+    }))
+    .expect("deployment")
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let (_sim, client) = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d = deploys
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create");
+    assert_eq!(d.metadata.generation, Some(1));
+
+    // Status through the status subresource changes only status.
+    let st = deploys
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 3}, "spec": {"replicas": 9}})),
+        )
+        .await
+        .expect("patch status");
+    assert_eq!(st.status.as_ref().and_then(|s| s.replicas), Some(3));
+    assert_eq!(st.spec.as_ref().and_then(|s| s.replicas), Some(1));
+    assert_eq!(st.metadata.generation, Some(1));
+
+    // Status in a main-resource write is ignored; spec changes bump generation, metadata changes don't.
+    let p = Patch::Merge(json!({"status": {"replicas": 7}, "metadata": {"labels": {"x": "y"}}}));
+    let d = deploys
+        .patch("web", &PatchParams::default(), &p)
+        .await
+        .expect("patch");
+    assert_eq!(d.status.as_ref().and_then(|s| s.replicas), Some(3));
+    assert_eq!(d.metadata.generation, Some(1));
+    let p = Patch::Strategic(
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "img:2"}]}}}}),
+    );
+    let d = deploys
+        .patch("web", &PatchParams::default(), &p)
+        .await
+        .expect("strategic patch");
+    assert_eq!(d.metadata.generation, Some(2));
+    let c = &d
+        .spec
+        .as_ref()
+        .expect("spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("pod spec")
+        .containers[0];
+    assert_eq!(c.image.as_deref(), Some("img:2"));
+    assert_eq!(
+        c.env.as_ref().map(Vec::len),
+        Some(1),
+        "env kept by strategic merge"
+    );
+
+    let mut whole = deploys.get("web").await.expect("get");
+    whole.status.as_mut().expect("status").replicas = Some(0);
+    let st = deploys
+        .replace_status("web", &PostParams::default(), &whole)
+        .await
+        .expect("replace status");
+    assert_eq!(st.status.and_then(|s| s.replicas), Some(0));
+}
+
+#[tokio::test]
+async fn finalizers_preconditions_and_gc() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut held = cm("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let held = cms
+        .create(&PostParams::default(), &held)
+        .await
+        .expect("create");
+
+    // Precondition mismatch is a conflict.
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("wrong".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(err_code(cms.delete("held", &dp).await.unwrap_err()).0, 409);
+
+    // With a finalizer, delete only sets deletionTimestamp.
+    let r = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let pending = r.left().expect("object still present");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    let still = cms.get("held").await.expect("still there");
+    assert!(still.metadata.deletion_timestamp.is_some());
+    // Removing the last finalizer removes the object.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("remove finalizer");
+    assert_eq!(err_code(cms.get("held").await.unwrap_err()).0, 404);
+
+    // Owner references: background deletion removes dependents; orphan keeps them.
+    let owner = cms
+        .create(&PostParams::default(), &cm("owner", &[]))
+        .await
+        .expect("owner");
+    let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}]);
+    for n in ["dep1", "dep2"] {
+        let mut d = cm(n, &[]);
+        d.metadata.owner_references = Some(serde_json::from_value(oref.clone()).expect("refs"));
+        cms.create(&PostParams::default(), &d)
+            .await
+            .expect("dependent");
+    }
+    cms.delete("owner", &DeleteParams::background())
+        .await
+        .expect("delete owner");
+    assert_eq!(err_code(cms.get("dep1").await.unwrap_err()).0, 404);
+    assert_eq!(err_code(cms.get("dep2").await.unwrap_err()).0, 404);
+
+    let owner = cms
+        .create(&PostParams::default(), &cm("owner2", &[]))
+        .await
+        .expect("owner2");
+    let mut d = cm("dep3", &[]);
+    d.metadata.owner_references = Some(serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner2", "uid": owner.metadata.uid}])).expect("refs"));
+    cms.create(&PostParams::default(), &d).await.expect("dep3");
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..Default::default()
+    };
+    cms.delete("owner2", &dp).await.expect("orphan delete");
+    let d3 = cms.get("dep3").await.expect("orphan kept");
+    assert!(d3.metadata.owner_references.unwrap_or_default().is_empty());
+    let _ = held;
+}
+
+#[tokio::test]
+async fn crd_served_with_status_subresource() {
+    let (_sim, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                          "subresources": {"status": {}}}],
+        },
+    }))
+    .expect("crd");
+    let crd = crds
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+    let conds = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let (ar, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+        .expect("Widget discovered");
+    assert_eq!(ar.plural, "widgets");
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(s, _)| s.plural == "widgets/status" || s.plural == "status")
+    );
+
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget")),
+    );
+    let w: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1"}, "spec": {"size": 1}, "status": {"ready": true},
+    }))
+    .expect("widget");
+    let w = api
+        .create(&PostParams::default(), &w)
+        .await
+        .expect("create widget");
+    assert!(w.data.get("status").is_none(), "status dropped on create");
+    let w = api
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}, "spec": {"size": 5}})),
+        )
+        .await
+        .expect("status");
+    assert_eq!(w.data["status"]["ready"], true);
+    assert_eq!(w.data["spec"]["size"], 1);
+    let strategic = api
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": 2}})),
+        )
+        .await;
+    assert_eq!(err_code(strategic.unwrap_err()).0, 415);
+
+    // Deleting the CRD stops serving its resources.
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .expect("delete crd");
+    assert_eq!(err_code(api.get("w1").await.unwrap_err()).0, 404);
+}
+
+#[tokio::test]
+async fn namespace_deletion_removes_contents() {
+    let (_sim, client) = start().await;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": "scratch"}})).expect("ns");
+    let ns = nss
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create ns");
+    assert_eq!(ns.status.and_then(|s| s.phase).as_deref(), Some("Active"));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "scratch");
+    cms.create(&PostParams::default(), &cm("x", &[]))
+        .await
+        .expect("cm");
+    nss.delete("scratch", &DeleteParams::default())
+        .await
+        .expect("delete ns");
+    assert_eq!(err_code(nss.get("scratch").await.unwrap_err()).0, 404);
+    assert_eq!(err_code(cms.get("x").await.unwrap_err()).0, 404);
+}
+
+#[tokio::test]
+async fn written_kubeconfig_works_with_kube_rs() {
+    let (sim, _client) = start().await;
+    let path = std::env::temp_dir().join(format!(
+        "kube-sim-kc-{}-{}",
+        std::process::id(),
+        sim.addr().port()
+    ));
+    sim.write_kubeconfig(&path).expect("write kubeconfig");
+    let kc = kube::config::Kubeconfig::read_from(&path).expect("read kubeconfig");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("config from kubeconfig");
+    assert_eq!(config.default_namespace, "default");
+    let client = kube::Client::try_from(config).expect("client");
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    let names: Vec<String> = nss
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    assert_eq!(
+        names,
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test]
+async fn crd_schema_prunes_defaults_and_validates() {
+    let (_sim, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
+                    "size": {"type": "integer"},
+                    "mode": {"type": "string", "enum": ["fast", "slow"], "default": "slow"},
+                }}},
+            }}}],
+        },
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Gadget"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let obj = |spec: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": spec}))
+            .expect("gadget")
+    };
+    let g = api
+        .create(
+            &PostParams::default(),
+            &obj(json!({"size": 1, "unknown": true})),
+        )
+        .await
+        .expect("valid gadget");
+    assert_eq!(
+        g.data["spec"],
+        json!({"size": 1, "mode": "slow"}),
+        "pruned and defaulted"
+    );
+    api.delete("g", &DeleteParams::default())
+        .await
+        .expect("delete");
+    for bad in [
+        json!({"size": "big"}),
+        json!({"mode": "fast"}),
+        json!({"size": 1, "mode": "warp"}),
+    ] {
+        let e = api
+            .create(&PostParams::default(), &obj(bad.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(err_code(e), (422, "Invalid".into()), "{bad}");
+    }
+}
+
+fn managers(obj: &kube::api::ObjectMeta) -> Vec<(String, String)> {
+    obj.managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            (
+                m.manager.unwrap_or_default(),
+                m.operation.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn server_side_apply_ownership_conflicts_and_removal() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let apply = |m: &'static str| PatchParams::apply(m);
+    let cfg = |data: serde_json::Value| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": data}),
+        )
+    };
+    // Apply creates the object and records ownership.
+    let c = cms
+        .patch("ssa", &apply("alice"), &cfg(json!({"a": "1", "b": "2"})))
+        .await
+        .expect("create by apply");
+    assert_eq!(
+        managers(&c.metadata),
+        [("alice".to_string(), "Apply".to_string())]
+    );
+    let fields = c
+        .metadata
+        .managed_fields
+        .as_ref()
+        .and_then(|m| m[0].fields_v1.clone())
+        .expect("fieldsV1")
+        .0;
+    assert_eq!(fields["f:data"], json!({"f:a": {}, "f:b": {}}));
+
+    // Another manager applying a different value conflicts, unless forced.
+    let e = cms
+        .patch("ssa", &apply("bob"), &cfg(json!({"a": "9"})))
+        .await
+        .unwrap_err();
+    match e {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
+            assert!(
+                s.message.contains("conflict with \"alice\"") && s.message.contains(".data.a"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // Same value: shared ownership, no conflict.
+    cms.patch("ssa", &apply("bob"), &cfg(json!({"b": "2"})))
+        .await
+        .expect("shared field");
+    let c = cms
+        .patch(
+            "ssa",
+            &apply("bob").force(),
+            &cfg(json!({"a": "9", "b": "2"})),
+        )
+        .await
+        .expect("forced");
+    assert_eq!(
+        c.data.as_ref().and_then(|d| d.get("a")).map(String::as_str),
+        Some("9")
+    );
+
+    // alice stops applying everything: `a` now belongs to bob and `b` is shared, so both stay.
+    let c = cms
+        .patch("ssa", &apply("alice"), &cfg(json!({"c": "3"})))
+        .await
+        .expect("alice reapplies");
+    let data = c.data.clone().unwrap_or_default();
+    assert_eq!(
+        (data.get("a"), data.get("b"), data.get("c")),
+        (Some(&"9".into()), Some(&"2".into()), Some(&"3".into()))
+    );
+    // bob stops applying `b`: nobody owns it any more, so it is removed.
+    let c = cms
+        .patch("ssa", &apply("bob"), &cfg(json!({"a": "9"})))
+        .await
+        .expect("bob reapplies");
+    let data = c.data.unwrap_or_default();
+    assert!(
+        !data.contains_key("b") && data.contains_key("a") && data.contains_key("c"),
+        "{data:?}"
+    );
+    // Ownership from ordinary writes (operation Update) conflicts too.
+    let mut cur = cms.get("ssa").await.expect("get");
+    cur.data
+        .get_or_insert_default()
+        .insert("c".into(), "changed".into());
+    let pp = PostParams {
+        field_manager: Some("ctrl".into()),
+        ..Default::default()
+    };
+    let cur = cms.replace("ssa", &pp, &cur).await.expect("update by ctrl");
+    assert!(managers(&cur.metadata).contains(&("ctrl".to_string(), "Update".to_string())));
+    let e = cms
+        .patch("ssa", &apply("alice"), &cfg(json!({"c": "3"})))
+        .await
+        .unwrap_err();
+    assert_eq!(err_code(e).0, 409);
+    // A field manager is required.
+    let e = cms
+        .patch("ssa", &PatchParams::default(), &cfg(json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(err_code(e).0, 422);
+}
+
+#[tokio::test]
+async fn server_side_apply_merges_lists_by_key() {
+    let (_sim, client) = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let cfg = |containers: serde_json::Value| {
+        Patch::Apply(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": containers}}},
+        }))
+    };
+    deploys
+        .patch(
+            "web",
+            &PatchParams::apply("app"),
+            &cfg(json!([{"name": "app", "image": "app:1"}])),
+        )
+        .await
+        .expect("app");
+    let sidecar = Patch::Apply(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [{"name": "proxy", "image": "proxy:1"}]}}},
+    }));
+    let d = deploys
+        .patch("web", &PatchParams::apply("injector"), &sidecar)
+        .await
+        .expect("sidecar");
+    let names = |d: &Deployment| -> Vec<String> {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .map(|p| p.containers.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(names(&d), ["app", "proxy"]);
+    // The app manager's container change keeps the injected sidecar.
+    let d = deploys
+        .patch(
+            "web",
+            &PatchParams::apply("app"),
+            &cfg(json!([{"name": "app", "image": "app:2"}])),
+        )
+        .await
+        .expect("app v2");
+    assert_eq!(names(&d), ["app", "proxy"]);
+    assert_eq!(d.metadata.generation, Some(3));
+    // The injector stops applying its container: it is removed.
+    let empty = Patch::Apply(
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}),
+    );
+    let d = deploys
+        .patch("web", &PatchParams::apply("injector"), &empty)
+        .await
+        .expect("injector withdraws");
+    assert_eq!(names(&d), ["app"]);
+}
+
+#[tokio::test]
+async fn server_side_apply_to_status() {
+    let (_sim, client) = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deploys
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create");
+    let status = |s: serde_json::Value| {
+        Patch::Apply(json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": s}))
+    };
+    let pp = PatchParams::apply("ctrl");
+    let d = deploys
+        .patch_status(
+            "web",
+            &pp,
+            &status(
+                json!({"replicas": 2, "conditions": [{"type": "Available", "status": "True"}]}),
+            ),
+        )
+        .await
+        .expect("apply status");
+    let st = d.status.clone().expect("status");
+    assert_eq!(
+        (st.replicas, st.conditions.map(|c| c.len())),
+        (Some(2), Some(1))
+    );
+    let entry = d
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("ctrl"))
+        .expect("ctrl entry");
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+    // The condition is no longer applied: it is removed; spec is untouched.
+    let d = deploys
+        .patch_status("web", &pp, &status(json!({"replicas": 2})))
+        .await
+        .expect("re-apply");
+    assert!(
+        d.status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert_eq!(d.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(d.metadata.generation, Some(1));
+}

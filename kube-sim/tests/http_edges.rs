@@ -1,0 +1,557 @@
+//! Raw HTTP edge cases: every error is a Status with the real code; scale; foreground deletion.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube_sim::{Config, KubeSim, KubeSimHandle};
+use serde_json::json;
+
+async fn start() -> (KubeSimHandle, kube::Client) {
+    let sim = KubeSim::start(Config::default())
+        .await
+        .expect("start kube-sim");
+    let client = sim.client().expect("client");
+    (sim, client)
+}
+
+async fn status_of(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: &str,
+) -> (u16, String) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", ct)
+        .body(body.as_bytes().to_vec())
+        .expect("request");
+    match client.request_text(req).await {
+        Ok(text) => (200, text),
+        Err(kube::Error::Api(s)) => (s.code, s.reason.clone()),
+        Err(e) => panic!("{method} {path}: expected a Status, got {e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn errors_are_status_objects() {
+    let (_sim, client) = start().await;
+    let j = "application/json";
+    assert_eq!(
+        status_of(&client, "GET", "/apis/nope.example.com/v1/things", j, "").await,
+        (404, "NotFound".into())
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "GET",
+            "/api/v1/namespaces/default/pods/a/b/c",
+            j,
+            ""
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            j,
+            "{not json"
+        )
+        .await,
+        (400, "BadRequest".into())
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "PUT",
+            "/api/v1/namespaces/default/configmaps",
+            j,
+            "{}"
+        )
+        .await
+        .0,
+        405
+    );
+    assert_eq!(
+        status_of(&client, "POST", "/api/v1/configmaps", j, "{}")
+            .await
+            .0,
+        405
+    );
+    assert_eq!(status_of(&client, "POST", "/version", j, "{}").await.0, 405);
+    assert_eq!(
+        status_of(
+            &client,
+            "GET",
+            "/api/v1/namespaces/default/configmaps?limit=abc",
+            j,
+            ""
+        )
+        .await
+        .0,
+        400
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "GET",
+            "/api/v1/namespaces/default/configmaps?continue=%%%",
+            j,
+            ""
+        )
+        .await
+        .0,
+        400
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "GET",
+            "/api/v1/namespaces/default/configmaps?fieldSelector=spec.x%3Dy",
+            j,
+            ""
+        )
+        .await
+        .0,
+        400
+    );
+    let body = r#"{"metadata":{"name":"a"}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            j,
+            body
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/a",
+            "text/plain",
+            "{}"
+        )
+        .await,
+        (415, "UnsupportedMediaType".into())
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/vnd.kubernetes.protobuf",
+            "x"
+        )
+        .await
+        .0,
+        415
+    );
+    // Body namespace must match the URL; kind must match the resource.
+    let other = r#"{"metadata":{"name":"b","namespace":"kube-system"}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            j,
+            other
+        )
+        .await
+        .0,
+        400
+    );
+    let wrong_kind = r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"c"}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            j,
+            wrong_kind
+        )
+        .await
+        .0,
+        400
+    );
+    let no_name = r#"{"metadata":{}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            j,
+            no_name
+        )
+        .await,
+        (422, "Invalid".into())
+    );
+    let negative =
+        r#"{"metadata":{"name":"d"},"spec":{"replicas":-1,"selector":{},"template":{}}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            j,
+            negative
+        )
+        .await
+        .0,
+        422
+    );
+    // TokenRequest with an absurd expiry is clamped, not a crash.
+    let sa = r#"{"metadata":{"name":"sa"}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            j,
+            sa
+        )
+        .await
+        .0,
+        200
+    );
+    let tr = r#"{"spec":{"expirationSeconds":9223372036854775807}}"#;
+    assert_eq!(
+        status_of(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/sa/token",
+            j,
+            tr
+        )
+        .await
+        .0,
+        200
+    );
+    // Discovery documents.
+    let (code, text) = status_of(&client, "GET", "/apis/apps/v1", j, "").await;
+    assert_eq!(code, 200);
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let names: Vec<&str> = doc["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"deployments")
+            && names.contains(&"deployments/status")
+            && names.contains(&"deployments/scale")
+    );
+    let (_, text) = status_of(&client, "GET", "/version", j, "").await;
+    assert!(text.contains("gitVersion"));
+}
+
+#[tokio::test]
+async fn scale_subresource() {
+    let (_sim, client) = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+    }))
+    .expect("deployment");
+    deploys
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create");
+    let s = deploys.get_scale("web").await.expect("get scale");
+    assert_eq!(s.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(s.status.map(|s| s.selector), Some(Some("app=web".into())));
+    let s = deploys
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("patch scale");
+    assert_eq!(s.spec.and_then(|s| s.replicas), Some(4));
+    let d = deploys.get("web").await.expect("get");
+    assert_eq!(d.spec.and_then(|s| s.replicas), Some(4));
+    assert_eq!(d.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_dependents() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let owner: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "owner"}})).expect("cm");
+    let owner = cms
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("owner");
+    let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid, "blockOwnerDeletion": true}]);
+    let free: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "free", "ownerReferences": oref}}))
+            .expect("cm");
+    let held: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "ownerReferences": oref, "finalizers": ["t/hold"]}}),
+    )
+    .expect("cm");
+    cms.create(&PostParams::default(), &free)
+        .await
+        .expect("free");
+    cms.create(&PostParams::default(), &held)
+        .await
+        .expect("held");
+
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        ..Default::default()
+    };
+    cms.delete("owner", &dp).await.expect("foreground delete");
+    // The owner waits (foregroundDeletion finalizer) while a dependent is still there.
+    let o = cms.get("owner").await.expect("owner still present");
+    assert!(o.metadata.deletion_timestamp.is_some());
+    assert!(
+        o.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    assert!(cms.get_opt("free").await.expect("get").is_none());
+    assert!(
+        cms.get("held")
+            .await
+            .expect("held")
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    // Releasing the dependent completes the owner's deletion.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    assert!(cms.get_opt("held").await.expect("get").is_none());
+    assert!(cms.get_opt("owner").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn request_accounting_and_retry_after() {
+    use kube_sim::hooks::{Fault, FaultRule};
+    let (sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "a"}, "data": {"k": "v"}})).expect("cm");
+    sim.reset_request_counts();
+    let pp = PostParams {
+        field_manager: Some("tester".into()),
+        ..Default::default()
+    };
+    cms.create(&pp, &cm).await.expect("create");
+    let same = Patch::Merge(json!({"data": {"k": "v"}}));
+    let rv_before = cms.get("a").await.expect("get").metadata.resource_version;
+    for _ in 0..3 {
+        cms.patch(
+            "a",
+            &PatchParams {
+                field_manager: Some("tester".into()),
+                ..Default::default()
+            },
+            &same,
+        )
+        .await
+        .expect("no-op patch");
+    }
+    assert_eq!(
+        cms.get("a").await.expect("get").metadata.resource_version,
+        rv_before,
+        "no-op patches store nothing"
+    );
+    let c = sim.request_counts();
+    assert_eq!(c.get("create", "configmaps"), 1);
+    assert_eq!(c.get("patch", "configmaps"), 3);
+    assert_eq!(c.get("get", "configmaps"), 2);
+    assert_eq!(c.writes(), 4);
+    assert_eq!(c.noop_writes, 3);
+    assert_eq!(c.by_field_manager.get("tester"), Some(&4));
+
+    sim.inject_fault(
+        FaultRule::new(
+            Some("get"),
+            None,
+            Fault::Status {
+                code: 429,
+                retry_after_seconds: Some(7),
+            },
+        )
+        .times(1),
+    );
+    // Raw HTTP: the kube client itself would honour Retry-After and retry.
+    let raw = raw_get(sim.addr(), "/api/v1/namespaces/default/configmaps/a").await;
+    assert!(raw.starts_with("HTTP/1.1 429"), "{raw}");
+    assert!(raw.to_ascii_lowercase().contains("retry-after: 7"), "{raw}");
+    assert!(raw.contains("\"reason\":\"TooManyRequests\""), "{raw}");
+    // The rule was used up.
+    assert!(cms.get("a").await.is_ok());
+}
+
+async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: kube-sim\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        kube_sim::kubeconfig::ADMIN_TOKEN
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(req.as_bytes()).expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    })
+    .await
+    .expect("join")
+}
+
+#[tokio::test]
+async fn rbac_for_service_account_tokens() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+    let (sim, admin) = start().await;
+    sim.apply_yaml(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: op, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-reader, namespace: default}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}
+- {apiGroups: [""], resources: [configmaps], verbs: [patch], resourceNames: [mine]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: op-cm, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-reader}
+subjects: [{kind: ServiceAccount, name: op, namespace: default}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ns-lister}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: op-ns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ns-lister}
+subjects: [{kind: Group, name: "system:serviceaccounts:default"}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: mine, namespace: default}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other, namespace: default}
+"#,
+    )
+    .expect("rbac objects");
+
+    // A token from the TokenRequest API.
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "default");
+    let tr: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": []}})).expect("token request");
+    let tr = sas
+        .create_token_request("op", &PostParams::default(), &tr)
+        .await
+        .expect("token");
+    let token = tr.status.expect("status").token;
+    let client = sim.client_with_token(&token).expect("client");
+
+    let code = |r: Result<(), kube::Error>| match r {
+        Ok(()) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("unexpected {e:?}"),
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert_eq!(code(cms.list(&Default::default()).await.map(|_| ())), 200);
+    assert_eq!(code(cms.get("other").await.map(|_| ())), 200);
+    let merge = Patch::Merge(json!({"data": {"a": "b"}}));
+    assert_eq!(
+        code(
+            cms.patch("mine", &PatchParams::default(), &merge)
+                .await
+                .map(|_| ())
+        ),
+        200
+    );
+    assert_eq!(
+        code(
+            cms.patch("other", &PatchParams::default(), &merge)
+                .await
+                .map(|_| ())
+        ),
+        403
+    );
+    let new: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "new"}})).expect("cm");
+    match cms.create(&PostParams::default(), &new).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
+            assert!(
+                s.message.contains("system:serviceaccount:default:op")
+                    && s.message.contains("cannot create"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 403, got {other:?}"),
+    }
+    let sys: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    assert_eq!(code(sys.list(&Default::default()).await.map(|_| ())), 403);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    assert_eq!(
+        code(secrets.list(&Default::default()).await.map(|_| ())),
+        403
+    );
+    let nss: Api<Namespace> = Api::all(client.clone());
+    assert_eq!(code(nss.list(&Default::default()).await.map(|_| ())), 200);
+    assert_eq!(code(nss.get("default").await.map(|_| ())), 403);
+
+    // Unknown tokens are 401; requests without credentials are the admin (kubectl over HTTP).
+    let bad = sim.client_with_token("nope").expect("client");
+    let bad_cms: Api<ConfigMap> = Api::namespaced(bad, "default");
+    assert_eq!(
+        code(bad_cms.list(&Default::default()).await.map(|_| ())),
+        401
+    );
+    let anon = raw_get_anonymous(sim.addr(), "/api/v1/namespaces/default/configmaps").await;
+    assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
+    let anon = raw_get_anonymous(sim.addr(), "/version").await;
+    assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
+}
+
+async fn raw_get_anonymous(addr: std::net::SocketAddr, path: &str) -> String {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: kube-sim\r\nConnection: close\r\n\r\n");
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(req.as_bytes()).expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    })
+    .await
+    .expect("join")
+}

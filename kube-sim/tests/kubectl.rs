@@ -1,0 +1,569 @@
+//! Real kubectl (plain, 1.27 and 1.33 when installed) against the `kube-sim` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    kubeconfig: PathBuf,
+    _dir: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "kube-sim-{tag}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Start the binary the way tooling does and wait for the kubeconfig it writes when ready.
+fn start_binary(tag: &str, load: &[PathBuf], extra: &[&str]) -> Server {
+    let dir = TempDir::new(tag);
+    let kubeconfig = dir.0.join("kubeconfig");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kube-sim"));
+    cmd.arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for l in load {
+        cmd.arg("--load").arg(l);
+    }
+    cmd.args(extra);
+    let child = cmd.spawn().expect("spawn kube-sim");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !kubeconfig.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "kube-sim did not write its kubeconfig"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Server {
+        child,
+        kubeconfig,
+        _dir: dir,
+    }
+}
+
+/// The kubectl binaries to test: plain `kubectl` and the versioned ones beside its real path.
+/// Plain `kubectl` plus the oldest and newest installed versions beside its real path
+/// (google-cloud-cli ships `kubectl.1.NN`). A missing one fails the test: the fidelity proof
+/// must not silently shrink.
+fn kubectls() -> Vec<PathBuf> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("readlink -f \"$(command -v kubectl)\"")
+        .output()
+        .expect("run sh");
+    let real = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        real.is_file(),
+        "kubectl is not installed; these tests drive the real kubectl"
+    );
+    let dir = real.parent().expect("kubectl has a directory");
+    let mut v = vec![PathBuf::from("kubectl")];
+    for name in ["kubectl.1.27", "kubectl.1.33"] {
+        let p = dir.join(name);
+        assert!(
+            p.is_file(),
+            "{} is missing (google-cloud-cli ships it)",
+            p.display()
+        );
+        v.push(p);
+    }
+    v
+}
+
+struct Kubectl<'a> {
+    bin: &'a Path,
+    kubeconfig: &'a Path,
+}
+
+impl Kubectl<'_> {
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let mut cmd = Command::new(self.bin);
+        cmd.arg("--kubeconfig").arg(self.kubeconfig).args(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn kubectl");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write stdin");
+        }
+        let out = child.wait_with_output().expect("kubectl output");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Run and require success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        self.ok_in(args, None)
+    }
+
+    fn ok_in(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let (ok, out, err) = self.run(args, stdin);
+        assert!(
+            ok,
+            "{} {args:?} failed:\nstdout: {out}\nstderr: {err}",
+            self.bin.display()
+        );
+        out
+    }
+}
+
+fn scenario(k: &Kubectl, ns: &str) {
+    let root = repo_root();
+    // CRDs were loaded at start-up; wait for established and apply the examples.
+    let out = k.ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "crd/egressproxypolicies.egressproxy.io",
+        "--timeout=30s",
+    ]);
+    assert!(out.contains("condition met"), "{out}");
+    let examples = root.join("examples");
+    let out = k.ok(&["apply", "-f", examples.to_str().expect("utf8 path")]);
+    assert!(
+        out.contains("egressproxypolicy.egressproxy.io/outbound"),
+        "{out}"
+    );
+
+    k.ok(&["create", "namespace", ns, "--dry-run=client", "-o", "yaml"]);
+    let manifest = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+         apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}, labels: {{app: web}}}}\n\
+         spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1\n        env: [{{name: A, value: '1'}}]\n"
+    );
+    let out = k.ok_in(&["apply", "-f", "-"], Some(&manifest));
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let out = k.ok_in(&["apply", "-f", "-"], Some(&manifest));
+    assert!(out.contains("deployment.apps/web unchanged"), "{out}");
+
+    // get: yaml, label selector, field selector, all namespaces.
+    let out = k.ok(&["get", "deploy", "web", "-n", ns, "-o", "yaml"]);
+    assert!(
+        out.contains("kind: Deployment")
+            && out.contains("uid:")
+            && out.contains("resourceVersion:"),
+        "{out}"
+    );
+    let out = k.ok(&["get", "deploy", "-A", "-l", "app=web", "-o", "name"]);
+    assert!(out.contains("deployment.apps/web"), "{out}");
+    let out = k.ok(&[
+        "get",
+        "deploy",
+        "-n",
+        ns,
+        "-l",
+        "app notin (web)",
+        "-o",
+        "name",
+    ]);
+    assert!(out.trim().is_empty(), "{out}");
+    let out = k.ok(&[
+        "get",
+        "ns",
+        "--field-selector",
+        &format!("metadata.name={ns}"),
+        "-o",
+        "name",
+    ]);
+    assert_eq!(out.trim(), format!("namespace/{ns}"));
+
+    // label, annotate, and the three patch types.
+    k.ok(&["label", "deploy", "web", "-n", ns, "tier=front"]);
+    k.ok(&["annotate", "deploy", "web", "-n", ns, "note=hello"]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        ns,
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        ns,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/labels/j","value":"1"}]"#,
+    ]);
+    let out = k.ok(&[
+        "get", "deploy", "web", "-n", ns, "-o",
+        "jsonpath={.metadata.labels.tier} {.metadata.annotations.note} {.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].env[0].name} {.metadata.labels.j} {.metadata.generation}",
+    ]);
+    assert_eq!(out.trim(), "front hello 3 nginx:2 A 1 3");
+
+    // Server-side Table output: built-in columns and the CRD's printer columns.
+    let out = k.ok(&["get", "deploy", "web", "-n", ns, "-o", "wide"]);
+    let header = out.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("READY") && header.contains("UP-TO-DATE") && header.contains("IMAGES"),
+        "{out}"
+    );
+    assert!(out.contains("nginx:2"), "{out}");
+    let out = k.ok(&["get", "egressproxypolicies", "-A"]);
+    let header = out.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("NAMESPACE") && header.contains("READY") && header.contains("AGE"),
+        "{out}"
+    );
+    assert!(out.contains("outbound"), "{out}");
+
+    // diff shows a pending change without applying it (exit code 1 = differences).
+    let changed = manifest.replace("nginx:1", "nginx:7");
+    let (ok, out, _) = k.run(&["diff", "-f", "-"], Some(&changed));
+    assert!(!ok && out.contains("nginx:7"), "{out}");
+    let out = k.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
+    assert_eq!(out.trim(), "nginx:2");
+
+    // explain reads the CRD's schema from /openapi/v3.
+    let out = k.ok(&["explain", "egressproxypolicy.spec"]);
+    assert!(
+        out.contains("KIND:") && out.contains("EgressProxyPolicy") && out.contains("FIELDS:"),
+        "{out}"
+    );
+
+    // Server-side apply: ownership, conflicts with other writers, --force-conflicts.
+    let out = k.ok(&[
+        "apply",
+        "--server-side",
+        "-f",
+        examples.to_str().expect("utf8 path"),
+    ]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    let ssa = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: ssa, namespace: {ns}}}\ndata: {{a: '1'}}\n"
+    );
+    k.ok_in(&["apply", "--server-side", "-f", "-"], Some(&ssa));
+    k.ok(&[
+        "patch",
+        "cm",
+        "ssa",
+        "-n",
+        ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"a":"2"}}"#,
+    ]);
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", "-"], Some(&ssa));
+    assert!(!ok && err.contains("conflict"), "{err}");
+    k.ok_in(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&ssa),
+    );
+    let out = k.ok(&["get", "cm", "ssa", "-n", ns, "-o", "jsonpath={.data.a}"]);
+    assert_eq!(out.trim(), "1");
+
+    // Delete with a finalizer held, then released.
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {ns}, finalizers: [example.com/hold]}}\n"
+    );
+    k.ok_in(&["apply", "-f", "-"], Some(&cm));
+    k.ok(&["delete", "cm", "held", "-n", ns, "--wait=false"]);
+    let out = k.ok(&[
+        "get",
+        "cm",
+        "held",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(!out.trim().is_empty(), "deletionTimestamp set");
+    k.ok(&[
+        "patch",
+        "cm",
+        "held",
+        "-n",
+        ns,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let (ok, _, err) = k.run(&["get", "cm", "held", "-n", ns], None);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    // Deleting the namespace removes what is in it.
+    k.ok(&["delete", "ns", ns, "--timeout=30s"]);
+    let (ok, _, err) = k.run(&["get", "deploy", "web", "-n", ns], None);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+}
+
+#[test]
+fn kubectl_versions_drive_the_binary() {
+    let bins = kubectls();
+    let root = repo_root();
+    let server = start_binary("kubectl", &[root.join("crds")], &[]);
+    for (i, bin) in bins.iter().enumerate() {
+        let k = Kubectl {
+            bin,
+            kubeconfig: &server.kubeconfig,
+        };
+        let out = k.ok(&["version", "--client"]);
+        eprintln!(
+            "scenario with {}: {}",
+            bin.display(),
+            out.lines().next().unwrap_or_default()
+        );
+        scenario(&k, &format!("conf-{i}"));
+    }
+}
+
+#[test]
+fn kubectl_watch_sees_a_change() {
+    kubectls();
+    let server = start_binary("watch", &[], &[]);
+    let bin = PathBuf::from("kubectl");
+    let k = Kubectl {
+        bin: &bin,
+        kubeconfig: &server.kubeconfig,
+    };
+    k.ok_in(
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w1}\n"),
+    );
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args(["get", "cm", "-w", "-o", "name", "--request-timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl -w");
+    let stdout = watch.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The initial listing arrives first, then the change made afterwards.
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("initial line");
+    assert_eq!(first, "configmap/w1");
+    k.ok_in(
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w2}\n"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = false;
+    while Instant::now() < deadline && !seen {
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+            seen = line == "configmap/w2";
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen, "kubectl get -w printed the new object");
+}
+
+#[test]
+fn kubectl_rollouts_with_simulated_controllers() {
+    let bins = kubectls();
+    let server = start_binary("rollout", &[], &["--controllers"]);
+    for (i, bin) in bins.iter().enumerate() {
+        let k = Kubectl {
+            bin,
+            kubeconfig: &server.kubeconfig,
+        };
+        let ns = format!("roll-{i}");
+        let manifest = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+             apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\n\
+             spec:\n  replicas: 2\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1\n"
+        );
+        k.ok_in(&["apply", "-f", "-"], Some(&manifest));
+        let status = [
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            &ns,
+            "--timeout=30s",
+        ];
+        assert!(k.ok(&status).contains("successfully rolled out"));
+        k.ok(&["set", "image", "deploy/web", "web=nginx:2", "-n", &ns]);
+        assert!(k.ok(&status).contains("successfully rolled out"));
+        let image = [
+            "get",
+            "deploy",
+            "web",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ];
+        assert_eq!(k.ok(&image).trim(), "nginx:2");
+        k.ok(&["rollout", "undo", "deploy/web", "-n", &ns]);
+        assert!(k.ok(&status).contains("successfully rolled out"));
+        assert_eq!(k.ok(&image).trim(), "nginx:1");
+        k.ok(&["rollout", "restart", "deploy/web", "-n", &ns]);
+        assert!(k.ok(&status).contains("successfully rolled out"));
+        // Two ReplicaSets hold templates nginx:1 (undo reused the first) plus the restart's.
+        let rs = k.ok(&["get", "rs", "-n", &ns, "-o", "name"]);
+        assert_eq!(rs.lines().count(), 3, "{rs}");
+        if i == 0 {
+            // A rollout can be made to hang or fail on purpose, then released.
+            k.ok(&[
+                "annotate",
+                "deploy",
+                "web",
+                "-n",
+                &ns,
+                "kube-sim.io/rollout=hang",
+            ]);
+            k.ok(&["set", "image", "deploy/web", "web=nginx:3", "-n", &ns]);
+            let (ok, out, _) = k.run(
+                &["rollout", "status", "deploy/web", "-n", &ns, "--timeout=2s"],
+                None,
+            );
+            assert!(
+                !ok && out.contains("old replicas are pending termination"),
+                "{out}"
+            );
+            k.ok(&[
+                "annotate",
+                "deploy",
+                "web",
+                "-n",
+                &ns,
+                "kube-sim.io/rollout=fail",
+                "--overwrite",
+            ]);
+            let (ok, _, err) = k.run(
+                &[
+                    "rollout",
+                    "status",
+                    "deploy/web",
+                    "-n",
+                    &ns,
+                    "--timeout=30s",
+                ],
+                None,
+            );
+            assert!(
+                !ok && err.contains("exceeded its progress deadline"),
+                "{err}"
+            );
+            k.ok(&[
+                "annotate",
+                "deploy",
+                "web",
+                "-n",
+                &ns,
+                "kube-sim.io/rollout-",
+            ]);
+            assert!(k.ok(&status).contains("successfully rolled out"));
+        }
+        // StatefulSet and DaemonSet rollouts.
+        let workloads = format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db, namespace: {ns}}}\n\
+             spec:\n  replicas: 2\n  serviceName: db\n  selector: {{matchLabels: {{app: db}}}}\n  template:\n    metadata: {{labels: {{app: db}}}}\n    spec: {{containers: [{{name: db, image: db:1}}]}}\n---\n\
+             apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: agent, namespace: {ns}}}\n\
+             spec:\n  selector: {{matchLabels: {{app: agent}}}}\n  template:\n    metadata: {{labels: {{app: agent}}}}\n    spec: {{containers: [{{name: agent, image: agent:1}}]}}\n"
+        );
+        k.ok_in(&["apply", "-f", "-"], Some(&workloads));
+        k.ok(&["set", "image", "sts/db", "db=db:2", "-n", &ns]);
+        let out = k.ok(&["rollout", "status", "sts/db", "-n", &ns, "--timeout=30s"]);
+        assert!(out.contains("roll out complete"), "{out}");
+        let out = k.ok(&[
+            "get",
+            "pod",
+            "db-1",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.containers[0].image}",
+        ]);
+        assert_eq!(out.trim(), "db:2");
+        k.ok(&["rollout", "restart", "ds/agent", "-n", &ns]);
+        let out = k.ok(&["rollout", "status", "ds/agent", "-n", &ns, "--timeout=30s"]);
+        assert!(out.contains("successfully rolled out"), "{out}");
+        let pods = k.ok(&[
+            "get",
+            "pods",
+            "-n",
+            &ns,
+            "--field-selector",
+            "status.phase=Running",
+            "-o",
+            "name",
+        ]);
+        assert_eq!(pods.lines().count(), 5, "2 web, 2 db, 1 agent: {pods}");
+    }
+}
