@@ -220,6 +220,18 @@ pub(crate) fn validate_custom(store: &Store, rt: &ResourceType, obj: &mut Value)
     let mut causes = Vec::new();
     crate::schema::apply(schema, obj, "", &mut causes);
     if causes.is_empty() {
+        // x-kubernetes-validations (CEL), on the pruned and defaulted object. Transition rules
+        // (oldSelf) are not evaluated: no old object is passed.
+        if let Err(errors) = kube_cel::validate(schema, obj, None) {
+            causes.extend(errors.iter().map(|e| {
+                (
+                    e.field_path.clone(),
+                    format!("Invalid value: \"object\": {}", e.message),
+                )
+            }));
+        }
+    }
+    if causes.is_empty() {
         return Ok(());
     }
     let causes: Vec<(&str, String)> = causes

@@ -584,6 +584,56 @@ async fn crd_schema_prunes_defaults_and_validates() {
     }
 }
 
+#[tokio::test]
+async fn crd_cel_rules_reject_with_the_rule_message() {
+    let (_sim, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "ranges.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "ranges", "kind": "Range"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {
+                    "type": "object",
+                    "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+                    "x-kubernetes-validations": [
+                        {"rule": "self.min <= self.max", "message": "min must not exceed max"}
+                    ],
+                }},
+            }}}],
+        },
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Range"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let obj = |min: i64, max: i64| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Range",
+            "metadata": {"name": "r"}, "spec": {"min": min, "max": max}}))
+        .expect("range")
+    };
+    api.create(&PostParams::default(), &obj(1, 2))
+        .await
+        .expect("a valid range is accepted");
+    let e = api
+        .replace("r", &PostParams::default(), &obj(3, 2))
+        .await
+        .unwrap_err();
+    let (code, message) = match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("unexpected error {other}"),
+    };
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("spec: Invalid value") && message.contains("min must not exceed max"),
+        "{message}"
+    );
+}
+
 fn managers(obj: &kube::api::ObjectMeta) -> Vec<(String, String)> {
     obj.managed_fields
         .clone()
