@@ -466,11 +466,15 @@ pub fn apply(
         .map(|e| e.fields.clone())
         .unwrap_or_default();
 
-    // Conflicts: fields other managers own with a different value.
+    // Conflicts: fields other managers own with a different value. Only leaves count (scalars,
+    // atomic lists, set items, empty maps): a non-empty map or list-map item is compared
+    // through its own fields, so applying a subset of a shared container is no conflict.
     let mut conflicts = Vec::new();
     for e in all.iter().filter(|e| !e.is(manager, "Apply", &sub)) {
         for p in e.fields.intersection(&applied) {
-            if value_at(&live, p) != value_at(&cfg, p) {
+            let mine = value_at(&cfg, p);
+            let container = matches!(mine, Some(Value::Object(m)) if !m.is_empty());
+            if !container && value_at(&live, p) != mine {
                 let who = format!("\"{}\" using {}", e.manager, e.api_version);
                 conflicts.push((e.manager.clone(), who, p.clone()));
             }

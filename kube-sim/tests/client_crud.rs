@@ -754,6 +754,55 @@ async fn server_side_apply_ownership_conflicts_and_removal() {
 }
 
 #[tokio::test]
+async fn server_side_apply_of_a_container_subset_is_no_conflict() {
+    let (_sim, client) = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    // alice creates the Deployment (an Update) with an env var in the container.
+    let pp = PostParams {
+        field_manager: Some("alice".into()),
+        ..PostParams::default()
+    };
+    deploys
+        .create(&pp, &deployment("shared"))
+        .await
+        .expect("create");
+    // bob applies the same container without env: the container item is shared, and only
+    // its leaves are compared, so this is not a conflict and alice's env stays.
+    let cfg = |image: &str| {
+        Patch::Apply(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shared"},
+            "spec": {"selector": {"matchLabels": {"app": "shared"}},
+                     "template": {"metadata": {"labels": {"app": "shared"}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}},
+        }))
+    };
+    let d = deploys
+        .patch("shared", &PatchParams::apply("bob"), &cfg("img:1"))
+        .await
+        .expect("subset apply is no conflict");
+    let c = &d
+        .spec
+        .expect("spec")
+        .template
+        .spec
+        .expect("pod spec")
+        .containers[0];
+    assert_eq!(c.env.as_ref().map(Vec::len), Some(1), "alice's env kept");
+    // A different value for a leaf alice owns is still a conflict.
+    let e = deploys
+        .patch("shared", &PatchParams::apply("bob"), &cfg("img:2"))
+        .await
+        .unwrap_err();
+    match e {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 409);
+            assert!(s.message.contains(".image"), "{}", s.message);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn server_side_apply_merges_lists_by_key() {
     let (_sim, client) = start().await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
