@@ -275,8 +275,17 @@ pub(crate) fn create_with(
     m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     m.insert("creationTimestamp".into(), json!(now()));
     m.insert("generation".into(), json!(1));
+    // Like the real registries, status given on create is dropped for custom resources and
+    // workloads (their controllers own it); Nodes, Pods and the rest keep what they were given.
+    let workload = matches!(
+        (rt.group.as_str(), rt.kind.as_str()),
+        (
+            "apps",
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+        ) | ("batch", "Job")
+    );
     if rt.status
-        && rt.crd.is_some()
+        && (rt.crd.is_some() || workload)
         && let Some(o) = body.as_object_mut()
     {
         o.remove("status");

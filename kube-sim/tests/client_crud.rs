@@ -257,11 +257,19 @@ fn deployment(name: &str) -> Deployment {
 async fn status_subresource_and_generation() {
     let (_sim, client) = start().await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let mut with_status = deployment("web");
+    with_status.status =
+        Some(serde_json::from_value(json!({"readyReplicas": 42})).expect("status"));
     let d = deploys
-        .create(&PostParams::default(), &deployment("web"))
+        .create(&PostParams::default(), &with_status)
         .await
         .expect("create");
     assert_eq!(d.metadata.generation, Some(1));
+    assert!(
+        d.status.as_ref().and_then(|s| s.ready_replicas).is_none(),
+        "status given on create is dropped: {:?}",
+        d.status
+    );
 
     // Status through the status subresource changes only status.
     let st = deploys
