@@ -153,7 +153,15 @@ impl Kubectl<'_> {
 
 fn scenario(k: &Kubectl, ns: &str) {
     let root = repo_root();
-    // CRDs were loaded at start-up; wait for established and apply the examples.
+    // Register the CRDs through kubectl, wait for established, apply the examples.
+    let crds = root.join("crds");
+    let out = k.ok(&["apply", "-f", crds.to_str().expect("utf8 path")]);
+    assert!(
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/egressproxypolicies.egressproxy.io"
+        ),
+        "{out}"
+    );
     let out = k.ok(&[
         "wait",
         "--for",
@@ -169,7 +177,6 @@ fn scenario(k: &Kubectl, ns: &str) {
         "{out}"
     );
 
-    k.ok(&["create", "namespace", ns, "--dry-run=client", "-o", "yaml"]);
     let manifest = format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
          apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}, labels: {{app: web}}}}\n\
@@ -360,8 +367,7 @@ fn scenario(k: &Kubectl, ns: &str) {
 #[test]
 fn kubectl_versions_drive_the_binary() {
     let bins = kubectls();
-    let root = repo_root();
-    let server = start_binary("kubectl", &[root.join("crds")], &[]);
+    let server = start_binary("kubectl", &[], &[]);
     for (i, bin) in bins.iter().enumerate() {
         let k = Kubectl {
             bin,
@@ -379,20 +385,26 @@ fn kubectl_versions_drive_the_binary() {
 
 #[test]
 fn kubectl_watch_sees_a_change() {
-    kubectls();
     let server = start_binary("watch", &[], &[]);
-    let bin = PathBuf::from("kubectl");
-    let k = Kubectl {
-        bin: &bin,
-        kubeconfig: &server.kubeconfig,
-    };
+    for (i, bin) in kubectls().iter().enumerate() {
+        watch_sees_a_change(bin, &server.kubeconfig, &format!("w{i}"));
+    }
+}
+
+/// `kubectl get -w` prints the existing object, then one created afterwards.
+fn watch_sees_a_change(bin: &Path, kubeconfig: &Path, prefix: &str) {
+    let k = Kubectl { bin, kubeconfig };
+    let first_cm = format!("{prefix}-first");
+    let later_cm = format!("{prefix}-later");
     k.ok_in(
         &["apply", "-f", "-"],
-        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w1}\n"),
+        Some(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {first_cm}}}\n"
+        )),
     );
-    let mut watch = Command::new("kubectl")
+    let mut watch = Command::new(bin)
         .arg("--kubeconfig")
-        .arg(&server.kubeconfig)
+        .arg(kubeconfig)
         .args(["get", "cm", "-w", "-o", "name", "--request-timeout=60s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -412,24 +424,35 @@ fn kubectl_watch_sees_a_change() {
         }
     });
     // The initial listing arrives first, then the change made afterwards.
-    let first = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("initial line");
-    assert_eq!(first, "configmap/w1");
+    let mut initial = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+        initial.push(line);
+    }
+    assert!(
+        initial.contains(&format!("configmap/{first_cm}")),
+        "{}: initial listing {initial:?}",
+        bin.display()
+    );
     k.ok_in(
         &["apply", "-f", "-"],
-        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w2}\n"),
+        Some(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {later_cm}}}\n"
+        )),
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = false;
     while Instant::now() < deadline && !seen {
         if let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
-            seen = line == "configmap/w2";
+            seen = line == format!("configmap/{later_cm}");
         }
     }
     let _ = watch.kill();
     let _ = watch.wait();
-    assert!(seen, "kubectl get -w printed the new object");
+    assert!(
+        seen,
+        "{}: kubectl get -w printed the new object",
+        bin.display()
+    );
 }
 
 #[test]
