@@ -398,7 +398,12 @@ async fn request_accounting_and_retry_after() {
         .times(1),
     );
     // Raw HTTP: the kube client itself would honour Retry-After and retry.
-    let raw = raw_get(sim.addr(), "/api/v1/namespaces/default/configmaps/a").await;
+    let raw = raw_get(
+        sim.addr(),
+        "/api/v1/namespaces/default/configmaps/a",
+        Some(kube_sim::kubeconfig::ADMIN_TOKEN),
+    )
+    .await;
     assert!(raw.starts_with("HTTP/1.1 429"), "{raw}");
     assert!(raw.to_ascii_lowercase().contains("retry-after: 7"), "{raw}");
     assert!(raw.contains("\"reason\":\"TooManyRequests\""), "{raw}");
@@ -406,11 +411,12 @@ async fn request_accounting_and_retry_after() {
     assert!(cms.get("a").await.is_ok());
 }
 
-async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
-    let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: kube-sim\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
-        kube_sim::kubeconfig::ADMIN_TOKEN
-    );
+/// A GET over a bare TCP connection, with the admin token or none (`token: None`).
+async fn raw_get(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> String {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: kube-sim\r\n{auth}Connection: close\r\n\r\n");
     tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(addr).expect("connect");
@@ -536,22 +542,8 @@ metadata: {name: other, namespace: default}
         code(bad_cms.list(&Default::default()).await.map(|_| ())),
         401
     );
-    let anon = raw_get_anonymous(sim.addr(), "/api/v1/namespaces/default/configmaps").await;
+    let anon = raw_get(sim.addr(), "/api/v1/namespaces/default/configmaps", None).await;
     assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
-    let anon = raw_get_anonymous(sim.addr(), "/version").await;
+    let anon = raw_get(sim.addr(), "/version", None).await;
     assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
-}
-
-async fn raw_get_anonymous(addr: std::net::SocketAddr, path: &str) -> String {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: kube-sim\r\nConnection: close\r\n\r\n");
-    tokio::task::spawn_blocking(move || {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(addr).expect("connect");
-        s.write_all(req.as_bytes()).expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).expect("read");
-        out
-    })
-    .await
-    .expect("join")
 }
