@@ -2,6 +2,7 @@
 //!
 //! Start it in-process with [`KubeSim::start`], or run the `kube-sim` binary.
 
+pub mod accept;
 pub mod api;
 pub mod apply;
 pub mod auth;

@@ -14,6 +14,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
+use crate::accept::Output;
 use crate::api::{self, DeleteOptions, Target};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
@@ -367,11 +368,11 @@ async fn resource(
         .get(hyper::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let table_api = crate::table::requested(accept);
+    let output = Output::negotiate(accept);
     let render = renderer(
         shared,
         &t,
-        table_api,
+        output,
         q.get("includeObject").cloned().unwrap_or_default(),
     );
     let collection = t.name.is_none();
@@ -386,7 +387,7 @@ async fn resource(
             "{method} is not supported on subresources"
         )));
     }
-    match (method.clone(), collection) {
+    let (code, v) = match (method.clone(), collection) {
         (Method::GET, true) => {
             let mut p = list_params(&q, &t.rt.kind)?;
             p.drop_after = drop_after;
@@ -395,11 +396,11 @@ async fn resource(
                 return Ok(watch_response(rx));
             }
             let mut v = list::list(&shared.lock(), &t, &p)?;
-            if table_api.is_some() {
+            if let Output::Table(api) = output {
                 let items = v["items"].as_array().cloned().unwrap_or_default();
-                v = render_many(shared, &t, table_api, &q, &items, v["metadata"].clone());
+                v = render_many(shared, &t, api, &q, &items, v["metadata"].clone());
             }
-            Ok(json_response(200, &v))
+            (200, v)
         }
         (Method::GET, false) => {
             if legacy_watch || flag(&q, "watch") {
@@ -419,25 +420,23 @@ async fn resource(
                 return Ok(watch_response(rx));
             }
             let obj = api::get(&shared.lock(), &t)?;
-            if table_api.is_some() && t.subresource.is_none() {
-                return Ok(json_response(
+            match output {
+                Output::Table(api) if t.subresource.is_none() => (
                     200,
-                    &render_many(shared, &t, table_api, &q, &[obj], serde_json::json!({})),
-                ));
+                    render_many(shared, &t, api, &q, &[obj], serde_json::json!({})),
+                ),
+                _ => (200, obj),
             }
-            Ok(json_response(200, &obj))
         }
         (Method::POST, true) => {
             let dry = dry_run(&q)?;
             let body = parse_json_body(&read_body(shared, req).await?)?;
-            let v = api::create(&mut shared.lock(), &t, body, dry)?;
-            Ok(json_response(201, &v))
+            (201, api::create(&mut shared.lock(), &t, body, dry)?)
         }
         (Method::PUT, false) => {
             let dry = dry_run(&q)?;
             let body = parse_json_body(&read_body(shared, req).await?)?;
-            let v = api::update(&mut shared.lock(), &t, body, dry)?;
-            Ok(json_response(200, &v))
+            (200, api::update(&mut shared.lock(), &t, body, dry)?)
         }
         (Method::PATCH, false) => {
             let dry = dry_run(&q)?;
@@ -455,10 +454,10 @@ async fn resource(
                 let mut store = shared.lock();
                 let existed = api::get(&store, &t).is_ok();
                 let v = crate::apply::apply(&mut store, &t, &body, manager, force, dry)?;
-                return Ok(json_response(if existed { 200 } else { 201 }, &v));
+                (if existed { 200 } else { 201 }, v)
+            } else {
+                (200, api::patch(&mut shared.lock(), &t, kind, &body, dry)?)
             }
-            let v = api::patch(&mut shared.lock(), &t, kind, &body, dry)?;
-            Ok(json_response(200, &v))
         }
         (Method::DELETE, false) => {
             let mut opts = DeleteOptions::from_body(&read_body(shared, req).await?)?;
@@ -466,8 +465,7 @@ async fn resource(
                 opts.propagation = Some(p.clone());
             }
             opts.dry_run |= dry_run(&q)?;
-            let (code, v) = api::delete(&mut shared.lock(), &t, &opts)?;
-            Ok(json_response(code, &v))
+            api::delete(&mut shared.lock(), &t, &opts)?
         }
         (Method::DELETE, true) => {
             let p = list_params(&q, &t.rt.kind)?;
@@ -507,18 +505,23 @@ async fn resource(
             }
             let mut v = listed;
             v["items"] = Value::Array(out);
-            Ok(json_response(200, &v))
+            (200, v)
         }
-        (m, _) => Err(ApiError::method_not_allowed(format!(
-            "{m} is not supported on {} {}",
-            if collection {
-                "the collection"
-            } else {
-                "a single"
-            },
-            t.rt.plural
-        ))),
-    }
+        (m, _) => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{m} is not supported on {} {}",
+                if collection {
+                    "the collection"
+                } else {
+                    "a single"
+                },
+                t.rt.plural
+            )));
+        }
+    };
+    // Metadata-only responses, for every verb as on the real server (kube-rs also sends
+    // `as=PartialObjectMetadata` for PATCH on an `Api<PartialObjectMeta<K>>`).
+    Ok(json_response(code, &output.metadata_only(v)?))
 }
 
 /// The CRD defining a custom resource type (for its printer columns).
@@ -537,7 +540,7 @@ fn crd_of(shared: &Shared, t: &Target) -> Option<Value> {
 fn render_many(
     shared: &Shared,
     t: &Target,
-    table_api: Option<&'static str>,
+    table_api: &str,
     q: &HashMap<String, String>,
     objs: &[Value],
     meta: Value,
@@ -547,24 +550,23 @@ fn render_many(
         .map(String::as_str)
         .unwrap_or_default();
     let crd = crd_of(shared, t);
-    crate::table::render(
-        &t.rt,
-        crd.as_ref(),
-        objs,
-        meta,
-        include,
-        table_api.unwrap_or("meta.k8s.io/v1"),
-    )
+    crate::table::render(&t.rt, crd.as_ref(), objs, meta, include, table_api)
 }
 
-/// Watch events carry objects as-is, or one-row Tables when the client asked for Tables.
-fn renderer(
-    shared: &Shared,
-    t: &Target,
-    table_api: Option<&'static str>,
-    include: String,
-) -> watch::Render {
-    let api = table_api?;
+/// Watch events (bookmarks included) carry objects as-is, one-row Tables, or
+/// PartialObjectMetadata, as the client asked.
+fn renderer(shared: &Shared, t: &Target, output: Output, include: String) -> watch::Render {
+    let api = match output {
+        Output::Object => return None,
+        Output::PartialObjectMetadata(api) => {
+            return Some(Arc::new(move |v| {
+                crate::accept::partial_object_metadata(&v, api)
+            }));
+        }
+        // The real server fails to turn single objects into lists and sends them unchanged.
+        Output::PartialObjectMetadataList(_) => return None,
+        Output::Table(api) => api,
+    };
     let rt = t.rt.clone();
     let crd = crd_of(shared, t);
     Some(Arc::new(move |v| {

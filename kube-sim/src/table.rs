@@ -4,29 +4,6 @@ use serde_json::{Value, json};
 
 use crate::resources::ResourceType;
 
-/// Which Table version a request's Accept header asks for, if any.
-pub fn requested(accept: &str) -> Option<&'static str> {
-    for part in accept.split(',') {
-        let params: Vec<&str> = part.split(';').map(str::trim).collect();
-        if params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io") {
-            return Some(if params.contains(&"v=v1beta1") {
-                "meta.k8s.io/v1beta1"
-            } else {
-                "meta.k8s.io/v1"
-            });
-        }
-        // The first acceptable non-Table type wins.
-        if params
-            .first()
-            .is_some_and(|p| *p == "application/json" || *p == "*/*")
-            && params.len() == 1
-        {
-            return None;
-        }
-    }
-    None
-}
-
 /// kubectl's `HumanDuration`.
 pub fn human_duration(secs: i64) -> String {
     if secs < -1 {
@@ -390,11 +367,7 @@ fn row_object(obj: &Value, include: &str, table_api: &str) -> Value {
     match include {
         "Object" => obj.clone(),
         "None" => Value::Null,
-        _ => json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": table_api,
-            "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
-        }),
+        _ => crate::accept::partial_object_metadata(obj, table_api),
     }
 }
 
@@ -460,16 +433,5 @@ mod tests {
             Some(&json!("A"))
         );
         assert_eq!(json_path(&v, ".nope"), None);
-    }
-
-    #[test]
-    fn accept_headers() {
-        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(requested(kubectl), Some("meta.k8s.io/v1"));
-        assert_eq!(requested("application/json"), None);
-        assert_eq!(
-            requested("application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
-            Some("meta.k8s.io/v1beta1")
-        );
     }
 }

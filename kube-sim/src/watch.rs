@@ -12,7 +12,8 @@ use crate::error::ApiError;
 use crate::list::ListParams;
 use crate::store::{Broadcast, Change, EventType, Store};
 
-/// How objects are rendered on the stream: as-is (None) or transformed (one-row Tables).
+/// How objects (bookmarks included) are rendered on the stream: as-is (None) or transformed
+/// (one-row Tables, PartialObjectMetadata). ERROR events are never transformed.
 pub type Render = Option<Arc<dyn Fn(Value) -> Value + Send + Sync>>;
 
 fn render_obj(render: &Render, v: Value) -> Value {
@@ -83,15 +84,13 @@ fn translate(t: &Target, p: &ListParams, render: &Render, c: &Change) -> Option<
     }
 }
 
-fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Bytes {
+fn bookmark(t: &Target, render: &Render, rv: u64, initial_end: bool) -> Bytes {
     let mut meta = json!({ "resourceVersion": rv.to_string() });
     if initial_end {
         meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
-    line(
-        "BOOKMARK",
-        &json!({ "kind": t.rt.kind, "apiVersion": t.rt.api_version(), "metadata": meta }),
-    )
+    let object = json!({ "kind": t.rt.kind, "apiVersion": t.rt.api_version(), "metadata": meta });
+    line("BOOKMARK", &render_obj(render, object))
 }
 
 /// Start a watch; returns the channel the response body reads from.
@@ -128,7 +127,7 @@ pub fn start(
                 }
             }
             if p.send_initial_events && p.allow_bookmarks {
-                initial.push(bookmark(&t, current, true));
+                initial.push(bookmark(&t, &render, current, true));
             }
         } else if let Some(r) = rv {
             match guard.changes_since(r) {
@@ -173,7 +172,7 @@ pub fn start(
                 _ = &mut deadline => return,
                 _ = tx.closed() => return,
                 _ = ticker.tick(), if p.allow_bookmarks => {
-                    if tx.send(bookmark(&t, last_rv, false)).await.is_err() {
+                    if tx.send(bookmark(&t, &render, last_rv, false)).await.is_err() {
                         return;
                     }
                 }

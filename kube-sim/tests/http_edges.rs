@@ -402,6 +402,7 @@ async fn request_accounting_and_retry_after() {
         sim.addr(),
         "/api/v1/namespaces/default/configmaps/a",
         Some(kube_sim::kubeconfig::ADMIN_TOKEN),
+        None,
     )
     .await;
     assert!(raw.starts_with("HTTP/1.1 429"), "{raw}");
@@ -411,12 +412,22 @@ async fn request_accounting_and_retry_after() {
     assert!(cms.get("a").await.is_ok());
 }
 
-/// A GET over a bare TCP connection, with the admin token or none (`token: None`).
-async fn raw_get(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> String {
+/// A GET over a bare TCP connection, with the admin token or none (`token: None`), and an
+/// optional `Accept` header.
+async fn raw_get(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    accept: Option<&str>,
+) -> String {
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: kube-sim\r\n{auth}Connection: close\r\n\r\n");
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: kube-sim\r\n{auth}{accept}Connection: close\r\n\r\n");
     tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(addr).expect("connect");
@@ -542,8 +553,254 @@ metadata: {name: other, namespace: default}
         code(bad_cms.list(&Default::default()).await.map(|_| ())),
         401
     );
-    let anon = raw_get(sim.addr(), "/api/v1/namespaces/default/configmaps", None).await;
+    let anon = raw_get(
+        sim.addr(),
+        "/api/v1/namespaces/default/configmaps",
+        None,
+        None,
+    )
+    .await;
     assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
-    let anon = raw_get(sim.addr(), "/version", None).await;
+    let anon = raw_get(sim.addr(), "/version", None, None).await;
     assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
+}
+
+/// `Accept: application/json;as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1`, as sent by
+/// kube-rs `Api<PartialObjectMeta<K>>`: GET, LIST, PATCH and WATCH answer metadata only.
+#[tokio::test]
+async fn metadata_only_responses() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::ResourceExt;
+    use kube::api::ListParams;
+    use kube::core::PartialObjectMeta;
+
+    const ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    const LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    // base64 of "supersecret"
+    const VALUE: &str = "c3VwZXJzZWNyZXQ=";
+    let sim = KubeSim::start(Config {
+        bookmark_interval: std::time::Duration::from_millis(200),
+        ..Config::default()
+    })
+    .await
+    .expect("start kube-sim");
+    let client = sim.client().expect("client");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    for (name, tier) in [("a", "db"), ("b", "web"), ("c", "db")] {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"tier": tier}, "annotations": {"note": name}},
+            "data": {"password": VALUE},
+        }))
+        .expect("secret");
+        secrets
+            .create(&PostParams::default(), &s)
+            .await
+            .expect("create");
+    }
+    let metas: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), "default");
+
+    // GET, through Api<PartialObjectMeta<K>> and through get_metadata on a typed Api.
+    let a = metas.get("a").await.expect("get");
+    let types = a.types.clone().expect("types");
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+    assert_eq!(a.labels().get("tier").map(String::as_str), Some("db"));
+    assert_eq!(a.annotations().get("note").map(String::as_str), Some("a"));
+    assert!(a.uid().is_some() && a.resource_version().is_some());
+    let a2 = secrets.get_metadata("a").await.expect("get_metadata");
+    assert_eq!(a2.resource_version(), a.resource_version());
+    assert_eq!(a2.types.expect("types").kind, "PartialObjectMetadata");
+
+    // LIST with a label selector, and paging with list_metadata.
+    let db = metas
+        .list(&ListParams::default().labels("tier=db"))
+        .await
+        .expect("list");
+    assert_eq!(db.types.kind, "PartialObjectMetadataList");
+    assert_eq!(db.types.api_version, "meta.k8s.io/v1");
+    assert!(db.metadata.resource_version.is_some());
+    let names: Vec<String> = db.items.iter().map(|o| o.name_any()).collect();
+    assert_eq!(names, ["a", "c"]);
+    assert!(db.items.iter().all(|o| {
+        o.types
+            .as_ref()
+            .is_some_and(|t| t.kind == "PartialObjectMetadata")
+    }));
+    let page = secrets
+        .list_metadata(&ListParams::default().labels("tier=db").limit(1))
+        .await
+        .expect("page 1");
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.metadata.remaining_item_count, Some(1));
+    let token = page.metadata.continue_.clone().expect("continue");
+    let rest = secrets
+        .list_metadata(
+            &ListParams::default()
+                .labels("tier=db")
+                .limit(1)
+                .continue_token(&token),
+        )
+        .await
+        .expect("page 2");
+    assert_eq!(rest.items[0].name_any(), "c");
+    assert!(rest.metadata.continue_.is_none());
+
+    // Raw bytes: no data and no secret value, the metadata is there.
+    let path = "/api/v1/namespaces/default/secrets";
+    let raw = raw_get(sim.addr(), &format!("{path}/a"), None, Some(ONE)).await;
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains(r#""kind":"PartialObjectMetadata""#), "{raw}");
+    assert!(raw.contains(r#""apiVersion":"meta.k8s.io/v1""#), "{raw}");
+    assert!(
+        raw.contains(r#""tier":"db""#) && raw.contains(r#""note":"a""#),
+        "{raw}"
+    );
+    assert!(raw.contains(r#""resourceVersion":"#), "{raw}");
+    assert!(
+        !raw.contains(r#""data":"#) && !raw.contains("c3VwZXJzZWNyZXQ"),
+        "{raw}"
+    );
+    let raw = raw_get(
+        sim.addr(),
+        &format!("{path}?labelSelector=tier%3Ddb"),
+        None,
+        Some(LIST),
+    )
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(
+        raw.contains(r#""kind":"PartialObjectMetadataList""#),
+        "{raw}"
+    );
+    assert!(
+        raw.contains(r#""name":"a""#) && raw.contains(r#""name":"c""#),
+        "{raw}"
+    );
+    assert!(!raw.contains(r#""name":"b""#), "{raw}");
+    assert!(
+        !raw.contains(r#""data":"#) && !raw.contains("c3VwZXJzZWNyZXQ"),
+        "{raw}"
+    );
+    // v1beta1 and a list of alternatives (client-go's metadata client), first usable one wins.
+    let raw = raw_get(
+        sim.addr(),
+        &format!("{path}/a"),
+        None,
+        Some(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1,\
+             application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1,application/json",
+        ),
+    )
+    .await;
+    assert!(
+        raw.contains(r#""apiVersion":"meta.k8s.io/v1beta1""#),
+        "{raw}"
+    );
+    assert!(!raw.contains("c3VwZXJzZWNyZXQ"), "{raw}");
+    // An unknown version falls back to the next alternative: the full object.
+    let raw = raw_get(
+        sim.addr(),
+        &format!("{path}/a"),
+        None,
+        Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v9, application/json"),
+    )
+    .await;
+    assert!(
+        raw.contains(r#""kind":"Secret""#) && raw.contains(VALUE),
+        "{raw}"
+    );
+    // The single form for a list (and the other way round) is 406, as on the real server.
+    let raw = raw_get(sim.addr(), path, None, Some(ONE)).await;
+    assert!(raw.starts_with("HTTP/1.1 406"), "{raw}");
+    assert!(raw.contains(r#""reason":"NotAcceptable""#), "{raw}");
+    let raw = raw_get(sim.addr(), &format!("{path}/a"), None, Some(LIST)).await;
+    assert!(raw.starts_with("HTTP/1.1 406"), "{raw}");
+    // Tables are unchanged.
+    let raw = raw_get(
+        sim.addr(),
+        path,
+        None,
+        Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+    )
+    .await;
+    assert!(raw.contains(r#""kind":"Table""#), "{raw}");
+    assert!(!raw.contains("c3VwZXJzZWNyZXQ"), "{raw}");
+
+    // PATCH through Api<PartialObjectMeta<K>> answers metadata only; the data is kept.
+    // (after all three creations)
+    let rv = db.metadata.resource_version.clone().expect("rv");
+    let patched = metas
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"patched": "yes"}}})),
+        )
+        .await
+        .expect("patch");
+    assert_eq!(
+        patched.types.as_ref().expect("types").kind,
+        "PartialObjectMetadata"
+    );
+    assert_eq!(
+        patched.annotations().get("patched").map(String::as_str),
+        Some("yes")
+    );
+    let full = secrets.get("a").await.expect("get");
+    assert!(full.data.expect("data").contains_key("password"));
+
+    // WATCH: every event's object (bookmarks too) is PartialObjectMetadata.
+    secrets
+        .delete("c", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let raw = raw_get(
+        sim.addr(),
+        &format!(
+            "{path}?watch=true&resourceVersion={rv}&labelSelector=tier%3Ddb\
+             &allowWatchBookmarks=true&timeoutSeconds=1"
+        ),
+        None,
+        Some(ONE),
+    )
+    .await;
+    assert!(
+        !raw.contains(r#""data":"#) && !raw.contains("c3VwZXJzZWNyZXQ"),
+        "{raw}"
+    );
+    let events: Vec<serde_json::Value> = raw
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("event"))
+        .collect();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            assert_eq!(e["object"]["kind"], "PartialObjectMetadata", "{e}");
+            assert_eq!(e["object"]["apiVersion"], "meta.k8s.io/v1", "{e}");
+            (
+                e["type"].as_str().unwrap_or_default(),
+                e["object"]["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(seen[..2], [("MODIFIED", "a"), ("DELETED", "c")], "{raw}");
+    assert!(seen[2..].iter().all(|(t, _)| *t == "BOOKMARK"), "{raw}");
+    assert!(seen.len() > 2, "a bookmark within 1s: {raw}");
+    assert!(events[2]["object"]["metadata"]["resourceVersion"].is_string());
+    // ERROR events stay Status objects.
+    sim.compact();
+    let raw = raw_get(
+        sim.addr(),
+        &format!("{path}?watch=true&resourceVersion={rv}"),
+        None,
+        Some(ONE),
+    )
+    .await;
+    assert!(raw.contains(r#""type":"ERROR""#), "{raw}");
+    assert!(
+        raw.contains(r#""kind":"Status""#) && raw.contains(r#""code":410"#),
+        "{raw}"
+    );
 }

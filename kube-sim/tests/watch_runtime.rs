@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher::{self, Event};
 use kube_sim::{Config, KubeSim, KubeSimHandle};
@@ -141,6 +142,134 @@ async fn watcher_list_watch_sees_later_changes() {
 #[tokio::test]
 async fn watcher_streaming_list_sees_later_changes() {
     watcher_sees_changes(watcher::Config::default().streaming_lists()).await;
+}
+
+type MetaSeen = (&'static str, PartialObjectMeta<Secret>);
+
+/// A kube-runtime watcher over `Api<PartialObjectMeta<Secret>>`: events with their object.
+fn spawn_metadata_watcher(
+    api: Api<PartialObjectMeta<Secret>>,
+    cfg: watcher::Config,
+) -> mpsc::UnboundedReceiver<MetaSeen> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut s = watcher::watcher(api, cfg).boxed();
+        while let Some(ev) = s.next().await {
+            let seen = match ev {
+                Ok(Event::Apply(o) | Event::InitApply(o)) => ("apply", o),
+                Ok(Event::Delete(o)) => ("delete", o),
+                Ok(Event::Init | Event::InitDone) | Err(_) => continue,
+            };
+            if tx.send(seen).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait for `event` on `name` (with annotation `v`, if given) and check it is metadata only;
+/// an object named `forbidden` on the way fails the test.
+async fn wait_for_meta(
+    rx: &mut mpsc::UnboundedReceiver<MetaSeen>,
+    what: &str,
+    (event, name, v): (&str, &str, Option<&str>),
+    forbidden: Option<&str>,
+) -> PartialObjectMeta<Secret> {
+    let (_, o) = wait_for(rx, what, |(e, o): &MetaSeen| {
+        assert!(
+            forbidden.is_none_or(|f| o.name_any() != f),
+            "outside the selector: {o:?}"
+        );
+        *e == event
+            && o.name_any() == name
+            && v.is_none_or(|v| o.annotations().get("v").map(String::as_str) == Some(v))
+    })
+    .await;
+    let types = o.types.clone().expect("types");
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+    assert!(o.metadata.resource_version.is_some());
+    o
+}
+
+/// Metadata-only watches: objects arrive as PartialObjectMetadata, selectors apply.
+async fn metadata_watcher_sees_changes(cfg: watcher::Config) {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret = |name: &str, app: &str, v: &str| -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": app}, "annotations": {"v": v}},
+            "stringData": {"password": "supersecret"},
+        }))
+        .expect("secret")
+    };
+    secrets
+        .create(&PostParams::default(), &secret("before", "t", "0"))
+        .await
+        .expect("create");
+    secrets
+        .create(&PostParams::default(), &secret("other", "x", "0"))
+        .await
+        .expect("create");
+    let metas: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), "default");
+    let mut rx = spawn_metadata_watcher(metas, cfg.labels("app=t"));
+    let not_other = Some("other");
+    let o = wait_for_meta(
+        &mut rx,
+        "initial object",
+        ("apply", "before", Some("0")),
+        not_other,
+    )
+    .await;
+    assert_eq!(o.labels().get("app").map(String::as_str), Some("t"));
+
+    secrets
+        .create(&PostParams::default(), &secret("after", "t", "1"))
+        .await
+        .expect("create");
+    wait_for_meta(&mut rx, "added", ("apply", "after", Some("1")), not_other).await;
+    let annotate = |v: &str| Patch::Merge(json!({"metadata": {"annotations": {"v": v}}}));
+    secrets
+        .patch("after", &PatchParams::default(), &annotate("2"))
+        .await
+        .expect("patch");
+    wait_for_meta(
+        &mut rx,
+        "modified",
+        ("apply", "after", Some("2")),
+        not_other,
+    )
+    .await;
+    // Selector transitions: entering is an ADDED, leaving a DELETED.
+    let label = |app: &str| Patch::Merge(json!({"metadata": {"labels": {"app": app}}}));
+    secrets
+        .patch("other", &PatchParams::default(), &label("t"))
+        .await
+        .expect("label");
+    wait_for_meta(&mut rx, "enters selector", ("apply", "other", None), None).await;
+    secrets
+        .patch("other", &PatchParams::default(), &label("x"))
+        .await
+        .expect("unlabel");
+    wait_for_meta(&mut rx, "leaves selector", ("delete", "other", None), None).await;
+    secrets
+        .delete("after", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for_meta(&mut rx, "deleted", ("delete", "after", Some("2")), None).await;
+}
+
+#[tokio::test]
+async fn metadata_watcher_list_watch_sees_changes() {
+    metadata_watcher_sees_changes(watcher::Config::default()).await;
+}
+
+#[tokio::test]
+async fn metadata_watcher_streaming_list_sees_changes() {
+    metadata_watcher_sees_changes(watcher::Config::default().streaming_lists()).await;
 }
 
 #[tokio::test]
