@@ -1,0 +1,127 @@
+//! Undoing an injection, and where replaced own entries are remembered.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use serde_json::{Map, Value, json};
+
+use super::{
+    CONFIG_HASH, Original, PROXY_VARS, WorkloadId, containers, is_ours, kind_name, replacing,
+};
+use crate::credentials::hex;
+
+/// Prefix of the managed Secret's data keys holding [`Original`]s.
+const ORIGINAL_PREFIX: &str = "original.";
+const MAX_KEY: usize = 253;
+
+/// A strategic merge patch that removes our entries from every container and init
+/// container, restores the [`Original`] of an entry instead when there is one (for this
+/// workload: pass only its originals), and removes the config-hash annotation. `None` when
+/// the template carries nothing of ours. The patch may contain restored values: never log it.
+pub fn cleanup_patch(
+    _id: &WorkloadId,
+    template: &PodTemplateSpec,
+    secret_name: &str,
+    config_map_name: &str,
+    originals: &[Original],
+) -> Option<serde_json::Value> {
+    let mut spec = Map::new();
+    let mut any = false;
+    for (init, field) in [(false, "containers"), (true, "initContainers")] {
+        let mut list = Vec::new();
+        for (_, c) in containers(template).filter(|(i, _)| *i == init) {
+            let env = c.env.as_deref().unwrap_or_default();
+            let items: Vec<Value> = PROXY_VARS
+                .iter()
+                .filter_map(|var| {
+                    let ours = env
+                        .iter()
+                        .find(|e| e.name == *var && is_ours(e, secret_name, config_map_name))?;
+                    let original = originals
+                        .iter()
+                        .find(|o| o.container == c.name && o.env.name == *var);
+                    Some(match original {
+                        None => json!({"name": var, "$patch": "delete"}),
+                        Some(o) => {
+                            let to_json = |f| serde_json::to_value(f).unwrap_or(Value::Null);
+                            let old = ours.value_from.as_ref().map(to_json);
+                            let value_from = match o.env.value_from.as_ref().map(to_json) {
+                                Some(new) => replacing(old.as_ref(), &new),
+                                None => Value::Null,
+                            };
+                            json!({"name": var, "value": o.env.value, "valueFrom": value_from})
+                        }
+                    })
+                })
+                .collect();
+            if !items.is_empty() {
+                list.push(json!({"name": c.name, "env": items}));
+            }
+        }
+        if !list.is_empty() {
+            any = true;
+            spec.insert(field.to_owned(), Value::Array(list));
+        }
+    }
+    if !any && super::current_hash(template).is_none() {
+        return None;
+    }
+    let mut tpl = json!({"metadata": {"annotations": {CONFIG_HASH: null}}});
+    if !spec.is_empty() {
+        tpl["spec"] = Value::Object(spec);
+    }
+    Some(json!({"spec": {"template": tpl}}))
+}
+
+/// Key of the managed Secret's data under which the [`Original`] of `variable` in
+/// `container` of workload `id` is stored:
+/// `original.<Kind>.<namespace>.<name>.<container>.<variable>`, or, when that would not be
+/// a valid key of at most 253 characters or could be read two ways,
+/// `original.<40 hex of SHA-256>`.
+pub fn original_key(id: &WorkloadId, container: &str, variable: &str) -> String {
+    let kind = kind_name(id.kind);
+    let plain = format!(
+        "{ORIGINAL_PREFIX}{kind}.{}.{}.{container}.{variable}",
+        id.namespace, id.name
+    );
+    let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    // Only the name may contain dots: the other parts are then read back unambiguously.
+    let dotless = [id.namespace.as_str(), container, variable]
+        .iter()
+        .all(|p| !p.is_empty() && !p.contains('.'));
+    if plain.len() <= MAX_KEY && dotless && plain.chars().all(key_char) {
+        return plain;
+    }
+    let mut input = Vec::new();
+    for part in [kind, &id.namespace, &id.name, container, variable] {
+        input.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        input.extend_from_slice(part.as_bytes());
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, &input);
+    format!("{ORIGINAL_PREFIX}{}", &hex(digest.as_ref())[..40])
+}
+
+/// The reverse lookup: the [`Original`]s of workload `id` stored in `data` (the managed
+/// Secret's data), for the containers of `template`, with their keys. Entries that do not
+/// parse are skipped.
+pub fn originals_of(
+    id: &WorkloadId,
+    template: &PodTemplateSpec,
+    data: &BTreeMap<String, ByteString>,
+) -> Vec<(String, Original)> {
+    let mut out = Vec::new();
+    for (_, c) in containers(template) {
+        for var in PROXY_VARS {
+            let key = original_key(id, &c.name, var);
+            let found = data
+                .get(&key)
+                .and_then(|b| serde_json::from_slice::<Original>(&b.0).ok())
+                .filter(|o| o.container == c.name && o.env.name == var);
+            if let Some(o) = found {
+                out.push((key, o));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,418 @@
+//! The desired state of a workload's pod template: which env entries the operator owns, the
+//! config-hash annotation, and the one write (server-side apply or strategic merge patch)
+//! that gets a template there, or back out. Pure: no I/O.
+//!
+//! Ownership: an entry is the operator's when it has one of the six proxy variable names and
+//! takes its value from the policy's managed Secret (proxy URLs) or ConfigMap (NO_PROXY).
+//! Every other entry with one of these names is the container's own.
+
+mod cleanup;
+pub mod hash;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{
+    ConfigMapKeySelector, Container, EnvVar, EnvVarSource, PodTemplateSpec, SecretKeySelector,
+};
+use serde_json::{Map, Value, json};
+
+pub use cleanup::{cleanup_patch, original_key, originals_of};
+
+use crate::api::{ExistingEnv, InitContainers, WorkloadKind};
+use crate::noproxy::redact_proxy;
+
+/// Pod-template annotation carrying the config hash; its change rolls the pods.
+pub const CONFIG_HASH: &str = "egressproxy.io/config-hash";
+/// Field manager of every write to a workload.
+pub const FIELD_MANAGER: &str = "egress-proxy-operator";
+/// The six variables, in pairs: (HTTP_PROXY, http_proxy), (HTTPS_PROXY, https_proxy),
+/// (NO_PROXY, no_proxy).
+pub const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+/// A workload the operator may write to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkloadId {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The kind as written in `kind:`.
+pub(crate) fn kind_name(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::Deployment => "Deployment",
+        WorkloadKind::StatefulSet => "StatefulSet",
+        WorkloadKind::DaemonSet => "DaemonSet",
+    }
+}
+
+impl fmt::Display for WorkloadId {
+    /// `Deployment/api`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", kind_name(self.kind), self.name)
+    }
+}
+
+/// What a policy injects, and where.
+#[derive(Debug, Clone)]
+pub struct Injection<'a> {
+    /// Container names; empty: all containers (and init containers unless `Exclude`).
+    pub containers: &'a [String],
+    pub init_containers: InitContainers,
+    pub existing_env: ExistingEnv,
+    /// Managed Secret with the keys `HTTP_PROXY` and `HTTPS_PROXY`.
+    pub secret_name: &'a str,
+    /// Managed ConfigMap with the key `NO_PROXY`.
+    pub config_map_name: &'a str,
+    /// Value of the [`CONFIG_HASH`] annotation.
+    pub hash: &'a str,
+}
+
+/// How to bring a workload to the desired state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Already there.
+    None,
+    /// A server-side apply body (field manager [`FIELD_MANAGER`], force) holding only what
+    /// the operator owns.
+    Apply(serde_json::Value),
+    /// A strategic merge patch: used when a container's own entry is replaced (Override) or
+    /// an entry of ours must be removed from a container the policy no longer selects.
+    Patch(serde_json::Value),
+}
+
+/// The decision for one workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub write: Write,
+    /// Own entries kept (`Keep`): reported, the pair is not injected in that container.
+    pub conflicts: Vec<EnvConflict>,
+    /// Own entries the write replaces (`Override`): to be remembered for the cleanup.
+    pub overridden: Vec<Original>,
+}
+
+/// A container that sets a proxy variable itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvConflict {
+    pub container: String,
+    pub variable: String,
+}
+
+impl fmt::Display for EnvConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "container {} sets {} itself",
+            self.container, self.variable
+        )
+    }
+}
+
+/// A container's own env entry replaced under `Override`, restored by the cleanup. Its
+/// value may hold credentials: `Debug` shows it redacted.
+#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Original {
+    pub container: String,
+    pub env: EnvVar,
+}
+
+impl fmt::Debug for Original {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Original")
+            .field("container", &self.container)
+            .field("name", &self.env.name)
+            .field("value", &self.env.value.as_deref().map(redact_proxy))
+            .field("value_from", &self.env.value_from)
+            .finish()
+    }
+}
+
+/// The Secret or ConfigMap key a proxy variable reads, and whether it is in the ConfigMap.
+fn source_of(var: &str) -> Option<(&'static str, bool)> {
+    match var {
+        "HTTP_PROXY" | "http_proxy" => Some(("HTTP_PROXY", false)),
+        "HTTPS_PROXY" | "https_proxy" => Some(("HTTPS_PROXY", false)),
+        "NO_PROXY" | "no_proxy" => Some(("NO_PROXY", true)),
+        _ => None,
+    }
+}
+
+/// Our entry for `var`, one of [`PROXY_VARS`].
+fn our_entry(var: &str, secret_name: &str, config_map_name: &str) -> EnvVar {
+    let (key, in_config_map) = source_of(var).unwrap_or(("", false));
+    let value_from = if in_config_map {
+        EnvVarSource {
+            config_map_key_ref: Some(ConfigMapKeySelector {
+                name: config_map_name.to_owned(),
+                key: key.to_owned(),
+                optional: None,
+            }),
+            ..Default::default()
+        }
+    } else {
+        EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret_name.to_owned(),
+                key: key.to_owned(),
+                optional: None,
+            }),
+            ..Default::default()
+        }
+    };
+    EnvVar {
+        name: var.to_owned(),
+        value: None,
+        value_from: Some(value_from),
+    }
+}
+
+/// One of the six names, taking its value from our Secret (proxy URLs) or ConfigMap
+/// (NO_PROXY), whatever the key.
+pub fn is_ours(env: &EnvVar, secret_name: &str, config_map_name: &str) -> bool {
+    let Some((_, in_config_map)) = source_of(&env.name) else {
+        return false;
+    };
+    let from = env.value_from.as_ref();
+    if in_config_map {
+        from.and_then(|f| f.config_map_key_ref.as_ref())
+            .is_some_and(|r| r.name == config_map_name)
+    } else {
+        from.and_then(|f| f.secret_key_ref.as_ref())
+            .is_some_and(|r| r.name == secret_name)
+    }
+}
+
+/// The template carries one of our entries or the config-hash annotation.
+pub fn injected(template: &PodTemplateSpec, secret_name: &str, config_map_name: &str) -> bool {
+    current_hash(template).is_some()
+        || containers(template)
+            .flat_map(|(_, c)| c.env.iter().flatten())
+            .any(|e| is_ours(e, secret_name, config_map_name))
+}
+
+/// Whether any container carries an entry that refers to this policy's managed objects
+/// (the annotation alone does not say which policy wrote it).
+pub fn has_entries(template: &PodTemplateSpec, secret_name: &str, config_map_name: &str) -> bool {
+    containers(template)
+        .flat_map(|(_, c)| c.env.iter().flatten())
+        .any(|e| is_ours(e, secret_name, config_map_name))
+}
+
+/// The template's config-hash annotation.
+pub fn current_hash(template: &PodTemplateSpec) -> Option<&str> {
+    template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(CONFIG_HASH)
+        .map(String::as_str)
+}
+
+/// Every container, then every init container, with `true` for init containers.
+fn containers(template: &PodTemplateSpec) -> impl Iterator<Item = (bool, &Container)> {
+    let spec = template.spec.as_ref();
+    let main = spec.into_iter().flat_map(|s| s.containers.iter());
+    let init = spec
+        .into_iter()
+        .flat_map(|s| s.init_containers.iter().flatten());
+    main.map(|c| (false, c)).chain(init.map(|c| (true, c)))
+}
+
+fn selects(inj: &Injection, init: bool, name: &str) -> bool {
+    if inj.containers.is_empty() {
+        !init || inj.init_containers == InitContainers::Include
+    } else {
+        inj.containers.iter().any(|c| c == name)
+    }
+}
+
+/// What one container needs.
+struct ContainerPlan<'t> {
+    container: &'t Container,
+    init: bool,
+    /// Our entries it should carry, in [`PROXY_VARS`] order.
+    desired: Vec<EnvVar>,
+    /// Names of our entries it carries but should not.
+    stale: Vec<String>,
+    /// Desired entries present exactly, and nothing stale.
+    up_to_date: bool,
+}
+
+fn plan_container<'t>(
+    inj: &Injection,
+    init: bool,
+    c: &'t Container,
+    conflicts: &mut Vec<EnvConflict>,
+    overridden: &mut Vec<Original>,
+) -> ContainerPlan<'t> {
+    let env = c.env.as_deref().unwrap_or_default();
+    let ours = |e: &EnvVar| is_ours(e, inj.secret_name, inj.config_map_name);
+    let mut desired = Vec::new();
+    if selects(inj, init, &c.name) {
+        for pair in PROXY_VARS.chunks(2) {
+            let own: Vec<&EnvVar> = pair
+                .iter()
+                .flat_map(|v| env.iter().filter(move |e| e.name == *v && !ours(e)))
+                .collect();
+            if !own.is_empty() && inj.existing_env == ExistingEnv::Keep {
+                conflicts.extend(own.iter().map(|e| EnvConflict {
+                    container: c.name.clone(),
+                    variable: e.name.clone(),
+                }));
+                continue;
+            }
+            overridden.extend(own.iter().map(|e| Original {
+                container: c.name.clone(),
+                env: (*e).clone(),
+            }));
+            desired.extend(
+                pair.iter()
+                    .map(|v| our_entry(v, inj.secret_name, inj.config_map_name)),
+            );
+        }
+    }
+    let stale: Vec<String> = PROXY_VARS
+        .iter()
+        .filter(|v| env.iter().any(|e| e.name == **v && ours(e)))
+        .filter(|v| !desired.iter().any(|d| d.name == **v))
+        .map(|v| (*v).to_owned())
+        .collect();
+    let up_to_date = stale.is_empty()
+        && desired.iter().all(|d| {
+            env.iter().any(|e| {
+                e.name == d.name
+                    && e.value.as_deref().unwrap_or("").is_empty()
+                    && e.value_from == d.value_from
+            })
+        });
+    ContainerPlan {
+        container: c,
+        init,
+        desired,
+        stale,
+        up_to_date,
+    }
+}
+
+/// Decides the write that gives `template` exactly our entries and the annotation `hash`.
+pub fn plan(id: &WorkloadId, template: &PodTemplateSpec, inj: &Injection) -> Plan {
+    let mut conflicts = Vec::new();
+    let mut overridden = Vec::new();
+    let plans: Vec<ContainerPlan> = containers(template)
+        .map(|(init, c)| plan_container(inj, init, c, &mut conflicts, &mut overridden))
+        .collect();
+    let replaces = !overridden.is_empty() || plans.iter().any(|p| !p.stale.is_empty());
+    let write = if replaces {
+        Write::Patch(patch_body(&plans, inj.hash))
+    } else if plans.iter().all(|p| p.up_to_date) && current_hash(template) == Some(inj.hash) {
+        Write::None
+    } else {
+        Write::Apply(apply_body(id, &plans, inj.hash))
+    };
+    Plan {
+        write,
+        conflicts,
+        overridden,
+    }
+}
+
+fn to_json(env: &EnvVar) -> Value {
+    serde_json::to_value(env).unwrap_or(Value::Null)
+}
+
+/// `{"containers": [...], "initContainers": [...]}` with the non-empty lists of
+/// `{"name", "env": entries(plan)}`.
+fn pod_spec(plans: &[ContainerPlan], entries: impl Fn(&ContainerPlan) -> Vec<Value>) -> Value {
+    let mut spec = Map::new();
+    for (init, field) in [(false, "containers"), (true, "initContainers")] {
+        let list: Vec<Value> = plans
+            .iter()
+            .filter(|p| p.init == init)
+            .filter_map(|p| {
+                let env = entries(p);
+                (!env.is_empty()).then(|| json!({"name": p.container.name, "env": env}))
+            })
+            .collect();
+        if !list.is_empty() {
+            spec.insert(field.to_owned(), Value::Array(list));
+        }
+    }
+    Value::Object(spec)
+}
+
+fn apply_body(id: &WorkloadId, plans: &[ContainerPlan], hash: &str) -> Value {
+    let spec = pod_spec(plans, |p| p.desired.iter().map(to_json).collect());
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": kind_name(id.kind),
+        "metadata": {"name": id.name, "namespace": id.namespace},
+        "spec": {"template": {
+            "metadata": {"annotations": {CONFIG_HASH: hash}},
+            "spec": spec,
+        }},
+    })
+}
+
+/// A strategic-merge patch value that turns `old` into `new`: keys of `old` missing from
+/// `new` are set to null, objects are compared recursively.
+fn replacing(old: Option<&Value>, new: &Value) -> Value {
+    match (old, new) {
+        (Some(Value::Object(old)), Value::Object(new)) => {
+            let mut out: Map<String, Value> = new
+                .iter()
+                .map(|(k, v)| (k.clone(), replacing(old.get(k), v)))
+                .collect();
+            for k in old.keys().filter(|k| !new.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// Our entry as a patch item replacing whatever entry of that name the container has.
+fn replacing_entry(c: &Container, desired: &EnvVar) -> Value {
+    let old = c
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == desired.name)
+        .and_then(|e| e.value_from.as_ref())
+        .map(|f| serde_json::to_value(f).unwrap_or(Value::Null));
+    let new = desired
+        .value_from
+        .as_ref()
+        .map(|f| serde_json::to_value(f).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    json!({
+        "name": desired.name,
+        "value": null,
+        "valueFrom": replacing(old.as_ref(), &new),
+    })
+}
+
+fn patch_body(plans: &[ContainerPlan], hash: &str) -> Value {
+    let spec = pod_spec(plans, |p| {
+        let set = p.desired.iter().map(|d| replacing_entry(p.container, d));
+        let delete = p
+            .stale
+            .iter()
+            .map(|n| json!({"name": n, "$patch": "delete"}));
+        set.chain(delete).collect()
+    });
+    json!({"spec": {"template": {
+        "metadata": {"annotations": {CONFIG_HASH: hash}},
+        "spec": spec,
+    }}})
+}

@@ -1,0 +1,583 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
+use serde_json::{Value, json};
+
+use super::*;
+
+const S: &str = "egress-proxy-corp";
+const HASH: &str = "v1-00112233445566778899aabbccddeeff";
+const PW: &str = "Sentinel9Pw";
+
+fn id() -> WorkloadId {
+    WorkloadId {
+        kind: WorkloadKind::Deployment,
+        namespace: "team-a".into(),
+        name: "api".into(),
+    }
+}
+
+fn inj<'a>(containers: &'a [String], hash: &'a str) -> Injection<'a> {
+    Injection {
+        containers,
+        init_containers: InitContainers::Include,
+        existing_env: ExistingEnv::Keep,
+        secret_name: S,
+        config_map_name: S,
+        hash,
+    }
+}
+
+fn template(v: Value) -> PodTemplateSpec {
+    serde_json::from_value(v).unwrap()
+}
+
+/// A template with containers `app` (env LOG=1) and `sidecar`, init container `migrate`.
+fn basic() -> PodTemplateSpec {
+    template(json!({
+        "metadata": {"labels": {"app": "api"}},
+        "spec": {
+            "containers": [
+                {"name": "app", "image": "app:1", "env": [{"name": "LOG", "value": "1"}]},
+                {"name": "sidecar", "image": "side:1"},
+            ],
+            "initContainers": [{"name": "migrate", "image": "app:1"}],
+        },
+    }))
+}
+
+fn secret_entry(name: &str, key: &str) -> Value {
+    json!({"name": name, "valueFrom": {"secretKeyRef": {"name": S, "key": key}}})
+}
+
+fn ours_json() -> Vec<Value> {
+    vec![
+        secret_entry("HTTP_PROXY", "HTTP_PROXY"),
+        secret_entry("http_proxy", "HTTP_PROXY"),
+        secret_entry("HTTPS_PROXY", "HTTPS_PROXY"),
+        secret_entry("https_proxy", "HTTPS_PROXY"),
+        json!({"name": "NO_PROXY", "valueFrom": {"configMapKeyRef": {"name": S, "key": "NO_PROXY"}}}),
+        json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": S, "key": "NO_PROXY"}}}),
+    ]
+}
+
+/// Applies a strategic merge patch (or the template part of an apply body) the way the API
+/// server does for the fields involved: objects merge, null deletes, `containers`,
+/// `initContainers` and `env` merge by `name`, `$patch: delete` removes an item.
+fn merge(target: &mut Value, patch: &Value) {
+    let (Value::Object(t), Value::Object(p)) = (&mut *target, patch) else {
+        *target = strip_nulls(patch);
+        return;
+    };
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else if matches!(k.as_str(), "containers" | "initContainers" | "env") {
+            let list = t.entry(k.clone()).or_insert_with(|| json!([]));
+            let items = list.as_array_mut().unwrap();
+            for item in v.as_array().unwrap() {
+                let pos = items.iter().position(|i| i["name"] == item["name"]);
+                match (pos, item.get("$patch")) {
+                    (Some(i), Some(_)) => {
+                        items.remove(i);
+                    }
+                    (None, Some(_)) => {}
+                    (Some(i), None) => merge(&mut items[i], item),
+                    (None, None) => items.push(strip_nulls(item)),
+                }
+            }
+        } else {
+            merge(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+fn strip_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), strip_nulls(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The template after a write.
+fn after(t: &PodTemplateSpec, write: &Write) -> PodTemplateSpec {
+    let mut v = serde_json::to_value(t).unwrap();
+    match write {
+        Write::None => {}
+        Write::Apply(body) => merge(&mut v, &body["spec"]["template"]),
+        Write::Patch(p) => merge(&mut v, &p["spec"]["template"]),
+    }
+    template(v)
+}
+
+fn env_of(t: &PodTemplateSpec, container: &str) -> Vec<EnvVar> {
+    containers(t)
+        .find(|(_, c)| c.name == container)
+        .and_then(|(_, c)| c.env.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn apply_body_holds_only_our_fields() {
+    let p = plan(&id(), &basic(), &inj(&[], HASH));
+    assert!(p.conflicts.is_empty() && p.overridden.is_empty());
+    let Write::Apply(body) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    let expected = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "api", "namespace": "team-a"},
+        "spec": {"template": {
+            "metadata": {"annotations": {CONFIG_HASH: HASH}},
+            "spec": {
+                "containers": [
+                    {"name": "app", "env": ours_json()},
+                    {"name": "sidecar", "env": ours_json()},
+                ],
+                "initContainers": [{"name": "migrate", "env": ours_json()}],
+            },
+        }},
+    });
+    assert_eq!(body, &expected);
+    // Deterministic, down to the serialized bytes.
+    let Write::Apply(again) = plan(&id(), &basic(), &inj(&[], HASH)).write else {
+        panic!()
+    };
+    assert_eq!(again.to_string(), body.to_string());
+}
+
+#[test]
+fn applied_template_needs_no_write() {
+    let t = basic();
+    let p = plan(&id(), &t, &inj(&[], HASH));
+    let t2 = after(&t, &p.write);
+    assert_eq!(env_of(&t2, "app")[0].name, "LOG", "other entries stay");
+    assert!(injected(&t2, S, S));
+    assert_eq!(current_hash(&t2), Some(HASH));
+    assert_eq!(plan(&id(), &t2, &inj(&[], HASH)).write, Write::None);
+
+    // A new hash: the same entries, the new annotation.
+    let p = plan(&id(), &t2, &inj(&[], "v1-new"));
+    let Write::Apply(body) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    assert_eq!(
+        body["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH],
+        "v1-new"
+    );
+    assert_eq!(
+        body["spec"]["template"]["spec"]["containers"][0]["env"],
+        json!(ours_json())
+    );
+
+    // An entry of ours with a wrong key is rewritten.
+    let mut v = serde_json::to_value(&t2).unwrap();
+    v["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]["key"] = json!("HTTPS_PROXY");
+    let broken = template(v);
+    assert!(matches!(
+        plan(&id(), &broken, &inj(&[], HASH)).write,
+        Write::Apply(_)
+    ));
+    // A missing annotation alone is written.
+    let mut v = serde_json::to_value(&t2).unwrap();
+    v["metadata"]["annotations"] = json!({});
+    assert!(matches!(
+        plan(&id(), &template(v), &inj(&[], HASH)).write,
+        Write::Apply(_)
+    ));
+}
+
+#[test]
+fn container_filter_and_init_exclude() {
+    let names = vec!["app".to_owned(), "migrate".to_owned()];
+    let p = plan(&id(), &basic(), &inj(&names, HASH));
+    let Write::Apply(body) = &p.write else {
+        panic!()
+    };
+    let spec = &body["spec"]["template"]["spec"];
+    assert_eq!(spec["containers"].as_array().unwrap().len(), 1);
+    assert_eq!(spec["containers"][0]["name"], "app");
+    assert_eq!(
+        spec["initContainers"][0]["name"], "migrate",
+        "named: included"
+    );
+
+    let mut i = inj(&[], HASH);
+    i.init_containers = InitContainers::Exclude;
+    let p = plan(&id(), &basic(), &i);
+    let Write::Apply(body) = &p.write else {
+        panic!()
+    };
+    let spec = &body["spec"]["template"]["spec"];
+    assert_eq!(spec["containers"].as_array().unwrap().len(), 2);
+    assert!(spec.get("initContainers").is_none());
+    let t = after(&basic(), &p.write);
+    assert!(env_of(&t, "migrate").is_empty());
+    assert_eq!(plan(&id(), &t, &i).write, Write::None);
+
+    // Unknown names select nothing; the annotation is still written.
+    let none = vec!["nope".to_owned()];
+    let Write::Apply(body) = plan(&id(), &basic(), &inj(&none, HASH)).write else {
+        panic!()
+    };
+    assert_eq!(body["spec"]["template"]["spec"], json!({}));
+}
+
+#[test]
+fn deselected_container_loses_our_entries_by_patch() {
+    let t = after(&basic(), &plan(&id(), &basic(), &inj(&[], HASH)).write);
+    let names = vec!["app".to_owned()];
+    let p = plan(&id(), &t, &inj(&names, HASH));
+    let Write::Patch(patch) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    let spec = &patch["spec"]["template"]["spec"];
+    let deletes: Vec<Value> = PROXY_VARS
+        .iter()
+        .map(|v| json!({"name": v, "$patch": "delete"}))
+        .collect();
+    assert_eq!(
+        spec["containers"][1],
+        json!({"name": "sidecar", "env": deletes})
+    );
+    assert_eq!(spec["initContainers"][0]["env"], json!(deletes));
+    let t2 = after(&t, &p.write);
+    assert!(env_of(&t2, "sidecar").is_empty());
+    assert_eq!(env_of(&t2, "app").len(), 7);
+    assert_eq!(plan(&id(), &t2, &inj(&names, HASH)).write, Write::None);
+}
+
+fn with_own(own: Value) -> PodTemplateSpec {
+    template(json!({
+        "spec": {"containers": [
+            {"name": "app", "env": own},
+            {"name": "sidecar"},
+        ]},
+    }))
+}
+
+#[test]
+fn keep_reports_conflicts_per_pair() {
+    let t = with_own(json!([
+        {"name": "http_proxy", "value": format!("http://u:{PW}@old:3128")},
+        {"name": "NO_PROXY", "value": "a"},
+        {"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": "other", "key": "NO_PROXY"}}},
+    ]));
+    let p = plan(&id(), &t, &inj(&[], HASH));
+    assert_eq!(
+        p.conflicts,
+        vec![
+            EnvConflict {
+                container: "app".into(),
+                variable: "http_proxy".into()
+            },
+            EnvConflict {
+                container: "app".into(),
+                variable: "NO_PROXY".into()
+            },
+            EnvConflict {
+                container: "app".into(),
+                variable: "no_proxy".into()
+            },
+        ]
+    );
+    assert_eq!(
+        p.conflicts[0].to_string(),
+        "container app sets http_proxy itself"
+    );
+    assert!(p.overridden.is_empty());
+    let Write::Apply(body) = &p.write else {
+        panic!()
+    };
+    let c = &body["spec"]["template"]["spec"]["containers"];
+    assert_eq!(c[0]["env"], json!(ours_json()[2..4]), "only the HTTPS pair");
+    assert_eq!(
+        c[1]["env"],
+        json!(ours_json()),
+        "other container unaffected"
+    );
+    let t2 = after(&t, &p.write);
+    assert_eq!(
+        env_of(&t2, "app")[0].value.as_deref(),
+        Some(&*format!("http://u:{PW}@old:3128"))
+    );
+    let again = plan(&id(), &t2, &inj(&[], HASH));
+    assert_eq!(again.write, Write::None);
+    assert_eq!(again.conflicts.len(), 3, "still reported");
+}
+
+#[test]
+fn override_patches_once_and_cleanup_restores() {
+    let own = json!([
+        {"name": "LOG", "value": "1"},
+        {"name": "HTTP_PROXY", "value": format!("http://u:{PW}@old:3128")},
+        {"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": "mine", "key": "np", "optional": true}}},
+    ]);
+    let t = with_own(own.clone());
+    let mut i = inj(&[], HASH);
+    i.existing_env = ExistingEnv::Override;
+    let p = plan(&id(), &t, &i);
+    assert!(p.conflicts.is_empty());
+    assert_eq!(p.overridden.len(), 2);
+    assert_eq!(p.overridden[0].container, "app");
+    assert_eq!(p.overridden[0].env.name, "HTTP_PROXY");
+    assert_eq!(p.overridden[1].env.name, "no_proxy");
+    let shown = format!("{p:?}");
+    assert!(!shown.contains(PW), "{shown}");
+    assert!(shown.contains("old:3128"));
+
+    let Write::Patch(patch) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    let app = &patch["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(app["name"], "app");
+    assert_eq!(
+        app["env"][0],
+        json!({"name": "HTTP_PROXY", "value": null,
+               "valueFrom": {"secretKeyRef": {"name": S, "key": "HTTP_PROXY"}}})
+    );
+    assert_eq!(
+        app["env"][5],
+        json!({"name": "no_proxy", "value": null,
+               "valueFrom": {"configMapKeyRef": {"name": S, "key": "NO_PROXY", "optional": null}}})
+    );
+    assert_eq!(
+        patch["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH],
+        HASH
+    );
+    assert!(!patch.to_string().contains(PW));
+
+    let t2 = after(&t, &p.write);
+    let env = env_of(&t2, "app");
+    assert_eq!(env.len(), 7);
+    for e in env.iter().filter(|e| e.name != "LOG") {
+        assert!(is_ours(e, S, S) && e.value.is_none(), "{e:?}");
+    }
+    let again = plan(&id(), &t2, &i);
+    assert_eq!(again.write, Write::None);
+    assert!(again.overridden.is_empty());
+
+    // Cleanup puts the own entries back and deletes the rest.
+    let patch = cleanup_patch(&id(), &t2, S, S, &p.overridden).unwrap();
+    let t3 = after(&t2, &Write::Patch(patch.clone()));
+    assert_eq!(
+        env_of(&t3, "app"),
+        serde_json::from_value::<Vec<EnvVar>>(own).unwrap()
+    );
+    assert!(env_of(&t3, "sidecar").is_empty());
+    assert_eq!(current_hash(&t3), None);
+    assert!(!injected(&t3, S, S));
+    assert_eq!(cleanup_patch(&id(), &t3, S, S, &p.overridden), None);
+}
+
+#[test]
+fn override_of_a_value_from_ref_nulls_the_other_source() {
+    let t = with_own(json!([
+        {"name": "https_proxy", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]));
+    let mut i = inj(&[], HASH);
+    i.existing_env = ExistingEnv::Override;
+    let Write::Patch(patch) = plan(&id(), &t, &i).write else {
+        panic!()
+    };
+    assert_eq!(
+        patch["spec"]["template"]["spec"]["containers"][0]["env"][3]["valueFrom"],
+        json!({"secretKeyRef": {"name": S, "key": "HTTPS_PROXY"}, "fieldRef": null})
+    );
+}
+
+#[test]
+fn cleanup_patch_exact() {
+    let t = after(&basic(), &plan(&id(), &basic(), &inj(&[], HASH)).write);
+    let originals = [Original {
+        container: "migrate".into(),
+        env: EnvVar {
+            name: "NO_PROXY".into(),
+            value: Some("localhost".into()),
+            value_from: None,
+        },
+    }];
+    let patch = cleanup_patch(&id(), &t, S, S, &originals).unwrap();
+    let deletes = |skip: Option<&str>| -> Vec<Value> {
+        PROXY_VARS
+            .iter()
+            .map(|v| match skip {
+                Some(s) if s == *v => {
+                    json!({"name": v, "value": "localhost", "valueFrom": null})
+                }
+                _ => json!({"name": v, "$patch": "delete"}),
+            })
+            .collect()
+    };
+    assert_eq!(
+        patch,
+        json!({"spec": {"template": {
+            "metadata": {"annotations": {CONFIG_HASH: null}},
+            "spec": {
+                "containers": [
+                    {"name": "app", "env": deletes(None)},
+                    {"name": "sidecar", "env": deletes(None)},
+                ],
+                "initContainers": [{"name": "migrate", "env": deletes(Some("NO_PROXY"))}],
+            },
+        }}})
+    );
+    let t2 = after(&t, &Write::Patch(patch));
+    assert_eq!(env_of(&t2, "app").len(), 1);
+    assert_eq!(
+        env_of(&t2, "migrate")[0].value.as_deref(),
+        Some("localhost")
+    );
+
+    assert_eq!(cleanup_patch(&id(), &basic(), S, S, &[]), None);
+    // The annotation alone is removed too; foreign entries are left alone.
+    let t = template(json!({
+        "metadata": {"annotations": {CONFIG_HASH: HASH}},
+        "spec": {"containers": [{"name": "app", "env": [
+            {"name": "HTTP_PROXY", "valueFrom": {"secretKeyRef": {"name": "other", "key": "HTTP_PROXY"}}},
+        ]}]},
+    }));
+    assert_eq!(
+        cleanup_patch(&id(), &t, S, S, &[]),
+        Some(json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: null}}}}}))
+    );
+}
+
+#[test]
+fn ownership() {
+    let e = |v: Value| serde_json::from_value::<EnvVar>(v).unwrap();
+    assert!(is_ours(
+        &e(secret_entry("http_proxy", "HTTP_PROXY")),
+        S,
+        "cm"
+    ));
+    assert!(!is_ours(
+        &e(secret_entry("http_proxy", "HTTP_PROXY")),
+        "other",
+        S
+    ));
+    assert!(!is_ours(&e(secret_entry("FOO", "HTTP_PROXY")), S, S));
+    assert!(
+        !is_ours(&e(secret_entry("NO_PROXY", "NO_PROXY")), S, S),
+        "NO_PROXY is in the ConfigMap"
+    );
+    assert!(is_ours(
+        &e(
+            json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "NO_PROXY"}}})
+        ),
+        S,
+        "cm"
+    ));
+    assert!(!is_ours(
+        &e(json!({"name": "HTTP_PROXY", "value": "http://p:1"})),
+        S,
+        S
+    ));
+    assert!(!injected(&basic(), S, S));
+    assert_eq!(current_hash(&basic()), None);
+}
+
+#[test]
+fn display() {
+    assert_eq!(id().to_string(), "Deployment/api");
+    let ss = WorkloadId {
+        kind: WorkloadKind::StatefulSet,
+        ..id()
+    };
+    assert_eq!(ss.to_string(), "StatefulSet/api");
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 253
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+#[test]
+fn original_keys() {
+    let k = original_key(&id(), "app", "HTTP_PROXY");
+    assert_eq!(k, "original.Deployment.team-a.api.app.HTTP_PROXY");
+    let mut keys = std::collections::BTreeSet::new();
+    let long = WorkloadId {
+        name: "n".repeat(253),
+        ..id()
+    };
+    let dotted = WorkloadId {
+        name: "a.b".into(),
+        ..id()
+    };
+    let ds = WorkloadId {
+        kind: WorkloadKind::DaemonSet,
+        ..id()
+    };
+    for w in [id(), long.clone(), dotted, ds] {
+        for c in ["app", "b.app", "x".repeat(63).as_str()] {
+            for v in PROXY_VARS {
+                let k = original_key(&w, c, v);
+                assert!(valid_key(&k), "{k}");
+                assert!(k.starts_with("original."));
+                assert!(keys.insert(k), "unique");
+            }
+        }
+    }
+    assert_eq!(
+        original_key(&long, "app", "no_proxy"),
+        original_key(&long, "app", "no_proxy")
+    );
+    assert_eq!(
+        original_key(&long, "app", "no_proxy").len(),
+        "original.".len() + 40
+    );
+    // `a.b` + `c` and `a` + `b.c` never share a key.
+    let a = original_key(
+        &WorkloadId {
+            name: "a.b".into(),
+            ..id()
+        },
+        "c",
+        "NO_PROXY",
+    );
+    let b = original_key(
+        &WorkloadId {
+            name: "a".into(),
+            ..id()
+        },
+        "b.c",
+        "NO_PROXY",
+    );
+    assert_ne!(a, b);
+}
+
+#[test]
+fn originals_round_trip_through_secret_data() {
+    let t = with_own(json!([{"name": "HTTP_PROXY", "value": "http://old:1"}]));
+    let mut i = inj(&[], HASH);
+    i.existing_env = ExistingEnv::Override;
+    let p = plan(&id(), &t, &i);
+    let mut data: BTreeMap<String, ByteString> = p
+        .overridden
+        .iter()
+        .map(|o| {
+            let key = original_key(&id(), &o.container, &o.env.name);
+            (key, ByteString(serde_json::to_vec(o).unwrap()))
+        })
+        .collect();
+    data.insert("HTTP_PROXY".into(), ByteString(b"x".to_vec()));
+    let found = originals_of(&id(), &t, &data);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0, "original.Deployment.team-a.api.app.HTTP_PROXY");
+    assert_eq!(found[0].1, p.overridden[0]);
+    let other = WorkloadId {
+        name: "web".into(),
+        ..id()
+    };
+    assert!(originals_of(&other, &t, &data).is_empty());
+}
