@@ -3,4 +3,8 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
+pub mod credentials;
+pub mod discovery;
 pub mod noproxy;
+pub mod workloads;

@@ -1,7 +1,9 @@
-//! Command-line interface: `crd`, `explain`, `render-no-proxy`.
+//! Command-line interface: `run`, `demo`, `crd`, `explain`, `render-no-proxy`.
 
+mod demo;
 mod explain;
 mod render;
+mod run;
 
 use std::process::ExitCode;
 
@@ -17,6 +19,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the operator against a cluster (kubeconfig or in-cluster config).
+    Run(run::RunArgs),
+    /// Run the operator against an in-memory cluster with example policies, print what it
+    /// discovered and changed, and serve until Ctrl-C (explore it with kubectl).
+    Demo(demo::DemoArgs),
     /// Print the EgressProxyPolicy CustomResourceDefinition as YAML.
     Crd,
     /// Show, per HTTP client, whether a URL would go direct or through the proxy.
@@ -29,6 +36,8 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Crd => print_crd(),
         Command::Explain(args) => explain::run(args),
         Command::RenderNoProxy(args) => render::run(args),

@@ -1,0 +1,255 @@
+//! Reconciler benchmarks; prints figures (run: `cargo bench -p egress-proxy-operator --bench reconcile`).
+//!
+//! 1. 1,000 selected Deployments in 100 namespaces share one source Secret. Time from the
+//!    Secret update until every Deployment is patched, next to a bare client sending the same
+//!    1,000 server-side-apply patches with the same concurrency against the same server.
+//! 2. Resident memory of the operator binary with 10,000 Deployments (1,000 selected) and
+//!    10,000 unrelated Secrets in the server.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use egress_proxy_operator::controller::{self, Settings};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+const CLUSTER: &str = include_str!("../demo/cluster.yaml");
+const WORKERS: u16 = 16;
+
+fn fixtures(
+    namespaces: usize,
+    selected_per_ns: usize,
+    unrelated_per_ns: usize,
+    secrets_per_ns: usize,
+) -> String {
+    let mut y = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: proxy-system}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {name: shared, namespace: proxy-system, annotations: {egressproxy.io/allowed-namespaces: \"*\"}}\n\
+         stringData: {httpProxy: \"http://u:first@proxy.corp.example:3128\", httpsProxy: \"http://u:first@proxy.corp.example:3128\"}\n",
+    );
+    for n in 0..namespaces {
+        let ns = format!("team-{n:03}");
+        let _ = write!(
+            y,
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{egressproxy.io/enabled: \"true\"}}}}\n\
+             ---\napiVersion: egressproxy.io/v1alpha1\nkind: EgressProxyPolicy\nmetadata: {{name: outbound, namespace: {ns}}}\n\
+             spec:\n  workloadSelector: {{matchLabels: {{egress: proxied}}}}\n  proxy:\n    credentials: [{{name: main, secretRef: {{name: shared, namespace: proxy-system}}}}]\n    active: main\n  rollout: {{maxConcurrent: 1000}}\n"
+        );
+        for (i, selected) in (0..selected_per_ns)
+            .map(|i| (i, true))
+            .chain((0..unrelated_per_ns).map(|i| (i, false)))
+        {
+            let (name, label) = if selected {
+                (format!("app-{i}"), "egress: proxied, ")
+            } else {
+                (format!("other-{i}"), "")
+            };
+            let _ = write!(
+                y,
+                "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {ns}, labels: {{{label}app: {name}}}}}\n\
+                 spec:\n  replicas: 0\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: main, image: \"registry.internal/app:1\", env: [{{name: MODE, value: prod}}]}}]}}\n"
+            );
+        }
+        for i in 0..secrets_per_ns {
+            let _ = write!(
+                y,
+                "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: unrelated-{i}, namespace: {ns}}}\nstringData: {{token: \"{}\"}}\n",
+                "x".repeat(256)
+            );
+        }
+    }
+    y
+}
+
+async fn sim_with(yaml: &str) -> kube_sim::KubeSimHandle {
+    let sim = kube_sim::KubeSim::start(kube_sim::Config {
+        controllers: true,
+        ..Default::default()
+    })
+    .await
+    .expect("kube-sim");
+    sim.apply_yaml(CLUSTER).expect("cluster");
+    sim.apply_yaml(&egress_proxy_operator::api::crd_yaml().expect("crd"))
+        .expect("crd");
+    sim.apply_yaml(yaml).expect("fixtures");
+    sim
+}
+
+fn field_manager_writes(sim: &kube_sim::KubeSimHandle) -> u64 {
+    sim.request_counts()
+        .by_field_manager
+        .get("egress-proxy-operator")
+        .copied()
+        .unwrap_or(0)
+}
+
+async fn wait_patches(
+    sim: &kube_sim::KubeSimHandle,
+    from: u64,
+    n: u64,
+    limit: Duration,
+) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if sim.request_counts().get("patch", "deployments") >= from + n {
+            return Some(t.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+async fn patch_throughput() {
+    println!("== 1,000 selected Deployments in 100 namespaces, one source Secret update ==");
+    let sim = sim_with(&fixtures(100, 10, 0, 0)).await;
+    let client = sim.client().expect("client");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = Settings {
+        api_host: Some("127.0.0.1".into()),
+        workers: WORKERS,
+        ..Default::default()
+    };
+    let op = tokio::spawn(controller::run(client.clone(), settings, async {
+        let _ = stopped.await;
+    }));
+    let start = Instant::now();
+    let first = wait_patches(&sim, 0, 1000, Duration::from_secs(300)).await;
+    println!(
+        "initial injection of 1,000 Deployments: {:?} after operator start",
+        first.map(|_| start.elapsed())
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut ratios = Vec::new();
+    for round in 1..=3 {
+        let patches = sim.request_counts().get("patch", "deployments");
+        let writes = field_manager_writes(&sim);
+        let events = sim.request_counts().get("create", "events");
+        let secrets =
+            Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "proxy-system");
+        let t0 = Instant::now();
+        secrets
+            .patch("shared", &PatchParams::default(), &Patch::Merge(json!({"stringData": {"httpProxy": format!("http://u:round-{round}@proxy.corp.example:3128")}})))
+            .await
+            .expect("update secret");
+        let Some(_) = wait_patches(&sim, patches, 1000, Duration::from_secs(300)).await else {
+            println!("round {round}: not all Deployments were patched within 300 s");
+            break;
+        };
+        let operator = t0.elapsed();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let total_writes = field_manager_writes(&sim) - writes;
+        let new_events = sim.request_counts().get("create", "events") - events;
+
+        // The bare client: the same 1,000 apply patches, WORKERS at a time.
+        let before = sim.request_counts().get("patch", "deployments");
+        let t1 = Instant::now();
+        futures::stream::iter((0..100).flat_map(|n| (0..10).map(move |i| (n, i))))
+            .map(|(n, i)| {
+                let api = Api::<Deployment>::namespaced(client.clone(), &format!("team-{n:03}"));
+                async move {
+                    let body = json!({
+                        "apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": format!("app-{i}")},
+                        "spec": {"template": {"metadata": {"annotations": {"bench/round": format!("{round}")}}}}
+                    });
+                    api.patch(&format!("app-{i}"), &PatchParams::apply("bare-client").force(), &Patch::Apply(&body))
+                        .await
+                        .expect("bare patch");
+                }
+            })
+            .buffer_unordered(WORKERS as usize)
+            .collect::<Vec<_>>()
+            .await;
+        let bare = t1.elapsed();
+        assert_eq!(
+            sim.request_counts().get("patch", "deployments") - before,
+            1000
+        );
+        let ratio = operator.as_secs_f64() / bare.as_secs_f64();
+        ratios.push(ratio);
+        println!(
+            "round {round}: operator {:.0} ms, bare client {:.0} ms, ratio {ratio:.2}; operator API writes for the change: {total_writes} ({} events)",
+            operator.as_secs_f64() * 1000.0,
+            bare.as_secs_f64() * 1000.0,
+            new_events
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    if !ratios.is_empty() {
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "median ratio operator/bare: {:.2}",
+            ratios[ratios.len() / 2]
+        );
+    }
+    let _ = stop.send(());
+    let _ = op.await;
+}
+
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+async fn memory() {
+    println!(
+        "== operator memory: 10,000 Deployments (1,000 selected), 10,000 unrelated Secrets =="
+    );
+    let sim = sim_with(&fixtures(100, 10, 90, 100)).await;
+    let dir = std::env::temp_dir().join(format!("epo-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let kc = dir.join("kubeconfig");
+    sim.write_kubeconfig(&kc).expect("kubeconfig");
+    let patches = sim.request_counts().get("patch", "deployments");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+        .args(["run", "--kubeconfig"])
+        .arg(&kc)
+        .args(["--log-level", "warn"])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start operator");
+    let pid = child.id().expect("pid");
+    let t = Instant::now();
+    let done = wait_patches(&sim, patches, 1000, Duration::from_secs(300)).await;
+    println!(
+        "all 1,000 selected Deployments injected: {:?}",
+        done.map(|_| t.elapsed())
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (rss, hwm) = rss_kib(pid);
+    println!(
+        "operator RSS {:.1} MiB (peak {:.1} MiB)",
+        rss as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    );
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    rt.block_on(async {
+        if only.as_deref().is_none_or(|o| "patch".contains(o)) {
+            patch_throughput().await;
+        }
+        if only.as_deref().is_none_or(|o| "memory".contains(o)) {
+            memory().await;
+        }
+    });
+}

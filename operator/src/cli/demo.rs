@@ -1,0 +1,350 @@
+//! `demo`: the operator against an in-memory cluster, so a newcomer sees it work without one.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use super::run::{LogArgs, LogFormat, init_logs, shutdown_signal};
+use crate::api::{EgressProxyPolicy, Fact};
+use crate::controller::{self, READY, Settings};
+use crate::workloads::CONFIG_HASH;
+
+const CLUSTER: &str = include_str!("../../demo/cluster.yaml");
+const EXAMPLES: [(&str, &str); 2] = [
+    (
+        "examples/single-credential.yaml",
+        include_str!("../../../examples/single-credential.yaml"),
+    ),
+    (
+        "examples/two-slot.yaml",
+        include_str!("../../../examples/two-slot.yaml"),
+    ),
+];
+
+/// Arguments of `demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Where to write the kubeconfig of the in-memory cluster (for kubectl).
+    #[arg(long, default_value = "egress-proxy-demo.kubeconfig")]
+    pub kubeconfig: PathBuf,
+    /// Manifests (file or directory, repeatable) applied before the operator starts; they
+    /// replace the built-in cluster facts (Nodes, the kubernetes Service, ServiceCIDR, ...).
+    #[arg(long)]
+    pub load: Vec<PathBuf>,
+    /// Address of the in-memory API server.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Log filter for the operator's own logs (stderr).
+    #[arg(long, default_value = "warn")]
+    pub log_level: String,
+}
+
+pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    init_logs(&LogArgs {
+        log_level: args.log_level.clone(),
+        log_format: LogFormat::Text,
+    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(demo(args))
+}
+
+async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let sim = kube_sim::KubeSim::start(kube_sim::Config {
+        listen: args.listen,
+        load: args.load.clone(),
+        controllers: true,
+        ..Default::default()
+    })
+    .await
+    .context("starting the in-memory API server")?;
+    println!("In-memory Kubernetes API server on {}", sim.base_url());
+    if args.load.is_empty() {
+        let n = sim.apply_yaml(CLUSTER).context("built-in cluster facts")?;
+        println!(
+            "  built-in cluster facts: {n} objects (3 AWS nodes, Service network 10.43.0.0/16, domain cluster.corp)"
+        );
+    } else {
+        for p in &args.load {
+            println!("  loaded {}", p.display());
+        }
+    }
+    sim.apply_yaml(&crate::api::crd_yaml()?)
+        .context("applying the CRD")?;
+    for (name, yaml) in EXAMPLES {
+        let n = sim
+            .apply_yaml(yaml)
+            .with_context(|| format!("applying {name}"))?;
+        println!("  applied {name} ({n} objects)");
+    }
+    sim.write_kubeconfig(&args.kubeconfig)
+        .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+
+    let client = sim.client()?;
+    let settings = Settings {
+        api_host: Some(sim.addr().ip().to_string()),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = tokio::spawn(controller::run(client.clone(), settings, async {
+        let _ = stopped.await;
+    }));
+    println!("Operator started (namespaces labelled egressproxy.io/enabled=true)\n");
+
+    settle(&client).await;
+    report(&client).await?;
+    let kc = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
+    println!("Explore it with kubectl:");
+    println!("  export KUBECONFIG={}", kc.display());
+    println!("  kubectl get egressproxypolicies -A -o wide");
+    println!(
+        "  kubectl -n team-a get deployment api -o yaml        # env from secretKeyRef, config-hash"
+    );
+    println!("  kubectl -n team-a describe egressproxypolicy outbound");
+    println!("Change the proxy password and watch exactly one rollout of team-a/api:");
+    println!(
+        "  kubectl -n team-a patch secret egress-proxy --type merge -p '{{\"stringData\":{{\"httpProxy\":\"http://team-a:new-password@proxy.corp.example:3128\"}}}}'"
+    );
+    println!("\nServing until Ctrl-C. Operator events follow:\n");
+
+    let events = Api::<Event>::all(client.clone());
+    let start = k8s_openapi::jiff::Timestamp::now();
+    let mut stream = std::pin::pin!(watcher(events, watcher::Config::default()).applied_objects());
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            ev = stream.next() => match ev {
+                Some(Ok(e)) => {
+                    let fresh = e.event_time.as_ref().is_some_and(|t| t.0 > start);
+                    if fresh && e.reporting_controller.as_deref() == Some("egress-proxy-operator") {
+                        print_event(&e);
+                    }
+                }
+                Some(Err(e)) => tracing::warn!(error = %e, "event watch"),
+                None => break,
+            }
+        }
+    }
+    let _ = stop.send(());
+    let _ = operator.await;
+    println!("Stopped.");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits until every policy reports on its current generation and nothing is rolling.
+async fn settle(client: &Client) {
+    let api = Api::<EgressProxyPolicy>::all(client.clone());
+    for _ in 0..150 {
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            let done = !list.items.is_empty()
+                && list.items.iter().all(|p| {
+                    let st = p.status.clone().unwrap_or_default();
+                    st.observed_generation == p.metadata.generation
+                        && st
+                            .conditions
+                            .iter()
+                            .any(|c| c.type_ == "Reconciling" && c.status == "False")
+                });
+            if done {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("(the policies did not settle within 30 s; showing their state now)\n");
+}
+
+fn fact_line(name: &str, f: &Option<Fact>) {
+    let Some(f) = f else { return };
+    if f.values.is_empty() {
+        println!(
+            "    {name:<15} not found: {}",
+            f.message.as_deref().unwrap_or("-")
+        );
+    } else {
+        println!(
+            "    {name:<15} {}  (from {})",
+            f.values.join(", "),
+            f.source.as_deref().unwrap_or("?")
+        );
+    }
+}
+
+async fn report(client: &Client) -> anyhow::Result<()> {
+    let mut policies = Api::<EgressProxyPolicy>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    policies.sort_by_key(|p| (p.namespace(), p.name_any()));
+    if let Some(d) = policies
+        .iter()
+        .find_map(|p| p.status.as_ref()?.discovered.clone())
+    {
+        println!("Discovered from the cluster (never assumed):");
+        fact_line("API server", &d.api_server);
+        fact_line("Service network", &d.service_network);
+        fact_line("Pod network", &d.pod_network);
+        fact_line("cluster domain", &d.cluster_domain);
+        fact_line("node addresses", &d.node_addresses);
+        fact_line("cloud metadata", &d.cloud_metadata);
+        println!();
+    }
+    for p in &policies {
+        let ns = p.namespace().unwrap_or_default();
+        let st = p.status.clone().unwrap_or_default();
+        let ready = st.conditions.iter().find(|c| c.type_ == READY);
+        println!(
+            "EgressProxyPolicy {ns}/{}: Ready={} ({}) — {}",
+            p.name_any(),
+            ready.map_or("Unknown", |c| c.status.as_str()),
+            ready.map_or("", |c| c.reason.as_str()),
+            ready.map_or("", |c| c.message.as_str()),
+        );
+        println!(
+            "  dialect {}, active credential slot {}",
+            p.spec.no_proxy.dialect, p.spec.proxy.active
+        );
+        println!(
+            "  NO_PROXY = {}",
+            st.no_proxy.as_deref().unwrap_or("(not computed)")
+        );
+        if !st.uncovered.is_empty() {
+            let entries: Vec<&str> = st.uncovered.iter().map(|u| u.entry.as_str()).collect();
+            println!(
+                "  left out, some {} client cannot read them (why: kubectl get epp -n {ns} {} -o yaml): {}",
+                p.spec.no_proxy.dialect,
+                p.name_any(),
+                entries.join(", ")
+            );
+        }
+        for w in &st.warnings {
+            println!("  warning: {w}");
+        }
+        let rs = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        for d in Api::<Deployment>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+        {
+            let Some(spec) = d.spec.as_ref() else {
+                continue;
+            };
+            let mut revisions: Vec<u64> = rs
+                .iter()
+                .filter(|r| {
+                    r.owner_references()
+                        .iter()
+                        .any(|o| o.uid == d.uid().unwrap_or_default())
+                })
+                .filter_map(|r| {
+                    r.annotations()
+                        .get("deployment.kubernetes.io/revision")?
+                        .parse()
+                        .ok()
+                })
+                .collect();
+            revisions.sort_unstable();
+            let revisions: Vec<String> = revisions.iter().map(u64::to_string).collect();
+            workload_lines("Deployment", &d.name_any(), &spec.template);
+            println!(
+                "      rollouts so far: ReplicaSet revision {}",
+                revisions.join(", ")
+            );
+        }
+        for s in Api::<StatefulSet>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+        {
+            if let Some(spec) = s.spec.as_ref() {
+                workload_lines("StatefulSet", &s.name_any(), &spec.template);
+            }
+        }
+        println!();
+    }
+    Ok(())
+}
+
+fn workload_lines(kind: &str, name: &str, t: &PodTemplateSpec) {
+    let hash = t
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref()?.get(CONFIG_HASH).cloned());
+    println!(
+        "  {kind}/{name}: {}",
+        hash.map_or("not injected".to_owned(), |h| format!("{CONFIG_HASH}={h}"))
+    );
+    let Some(spec) = t.spec.as_ref() else { return };
+    let containers: Vec<(&str, &Container)> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| ("init container", c))
+        .chain(spec.containers.iter().map(|c| ("container", c)))
+        .collect();
+    for (what, c) in containers {
+        let mut refs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for e in c.env.iter().flatten() {
+            let src = match e.value_from.as_ref() {
+                Some(v) if v.secret_key_ref.is_some() => {
+                    let r = v
+                        .secret_key_ref
+                        .as_ref()
+                        .map(|r| format!("Secret {}[{}]", r.name, r.key));
+                    r.unwrap_or_default()
+                }
+                Some(v) if v.config_map_key_ref.is_some() => {
+                    let r = v
+                        .config_map_key_ref
+                        .as_ref()
+                        .map(|r| format!("ConfigMap {}[{}]", r.name, r.key));
+                    r.unwrap_or_default()
+                }
+                Some(_) => "fieldRef".into(),
+                None => "a plain value".into(),
+            };
+            refs.entry(src).or_default().push(e.name.as_str());
+        }
+        for (src, names) in refs {
+            println!("      {what} {}: {} <- {src}", c.name, names.join(", "));
+        }
+    }
+}
+
+fn print_event(e: &Event) {
+    let regarding = e.regarding.as_ref();
+    let who = regarding.map_or(String::new(), |r| {
+        format!(
+            "{}/{}",
+            r.namespace.as_deref().unwrap_or(""),
+            r.name.as_deref().unwrap_or("")
+        )
+    });
+    println!(
+        "[{}] {} {} {}: {}",
+        e.event_time
+            .as_ref()
+            .map_or(String::new(), |t| t.0.to_string()),
+        e.type_.as_deref().unwrap_or(""),
+        who,
+        e.reason.as_deref().unwrap_or(""),
+        e.note.as_deref().unwrap_or("")
+    );
+}

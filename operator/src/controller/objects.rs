@@ -1,0 +1,217 @@
+//! Plain views of the Kubernetes objects the reconciler reads: workloads (template, labels,
+//! rollout state) and the discovery inputs. No I/O.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PodTemplateSpec, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::ServiceCIDR;
+use kube::{Resource, ResourceExt};
+
+use crate::api::WorkloadKind;
+use crate::discovery::{ClusterInputs, NamedValues, NodeInputs};
+use crate::workloads::WorkloadId;
+
+/// What the reconciler needs to know about one workload.
+#[derive(Debug, Clone)]
+pub struct WorkloadView {
+    pub id: WorkloadId,
+    pub labels: BTreeMap<String, String>,
+    pub template: PodTemplateSpec,
+    /// The cached object's resourceVersion.
+    pub resource_version: Option<String>,
+    /// The controller has seen the latest spec and every replica runs the latest template.
+    pub rolled_out: bool,
+}
+
+/// A Deployment, StatefulSet or DaemonSet.
+pub trait Workload: Resource<DynamicType = ()> + Clone {
+    const KIND: WorkloadKind;
+    fn view(&self) -> Option<WorkloadView>;
+}
+
+fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId> {
+    Some(WorkloadId {
+        kind,
+        namespace: o.meta().namespace.clone()?,
+        name: o.meta().name.clone()?,
+    })
+}
+
+fn observed<K: Resource>(o: &K, observed: Option<i64>) -> bool {
+    observed.unwrap_or(0) >= o.meta().generation.unwrap_or(0)
+}
+
+impl Workload for Deployment {
+    const KIND: WorkloadKind = WorkloadKind::Deployment;
+    fn view(&self) -> Option<WorkloadView> {
+        let spec = self.spec.as_ref()?;
+        let st = self.status.clone().unwrap_or_default();
+        let want = spec.replicas.unwrap_or(1);
+        let rolled_out = observed(self, st.observed_generation)
+            && st.updated_replicas.unwrap_or(0) >= want
+            && st.replicas.unwrap_or(0) <= st.updated_replicas.unwrap_or(0);
+        Some(WorkloadView {
+            id: id_of(self, Self::KIND)?,
+            labels: self.labels().clone(),
+            template: spec.template.clone(),
+            resource_version: self.meta().resource_version.clone(),
+            rolled_out,
+        })
+    }
+}
+
+impl Workload for StatefulSet {
+    const KIND: WorkloadKind = WorkloadKind::StatefulSet;
+    fn view(&self) -> Option<WorkloadView> {
+        let spec = self.spec.as_ref()?;
+        let st = self.status.clone().unwrap_or_default();
+        let want = spec.replicas.unwrap_or(1);
+        let rolled_out = observed(self, st.observed_generation)
+            && st.updated_replicas.unwrap_or(0) >= want
+            && (st.update_revision.is_none() || st.update_revision == st.current_revision);
+        Some(WorkloadView {
+            id: id_of(self, Self::KIND)?,
+            labels: self.labels().clone(),
+            template: spec.template.clone(),
+            resource_version: self.meta().resource_version.clone(),
+            rolled_out,
+        })
+    }
+}
+
+impl Workload for DaemonSet {
+    const KIND: WorkloadKind = WorkloadKind::DaemonSet;
+    fn view(&self) -> Option<WorkloadView> {
+        let spec = self.spec.as_ref()?;
+        let st = self.status.clone().unwrap_or_default();
+        let rolled_out = observed(self, st.observed_generation)
+            && st.updated_number_scheduled.unwrap_or(0) >= st.desired_number_scheduled;
+        Some(WorkloadView {
+            id: id_of(self, Self::KIND)?,
+            labels: self.labels().clone(),
+            template: spec.template.clone(),
+            resource_version: self.meta().resource_version.clone(),
+            rolled_out,
+        })
+    }
+}
+
+/// Drops what the operator never reads from cached objects: `managedFields` and the
+/// client-side-apply copy of the whole object.
+pub fn strip<K: Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Keeps only the Node fields discovery reads (no images, conditions or node info).
+pub fn strip_node(n: &mut Node) {
+    strip(n);
+    if let Some(st) = n.status.as_mut() {
+        *st = k8s_openapi::api::core::v1::NodeStatus {
+            addresses: st.addresses.take(),
+            ..Default::default()
+        };
+    }
+    if let Some(spec) = n.spec.as_mut() {
+        spec.taints = None;
+    }
+}
+
+/// The discovery objects, read from the caches.
+pub struct DiscoverySources<'a> {
+    pub nodes: &'a [std::sync::Arc<Node>],
+    pub services: &'a [std::sync::Arc<Service>],
+    pub slices: &'a [std::sync::Arc<EndpointSlice>],
+    pub service_cidrs: &'a [std::sync::Arc<ServiceCIDR>],
+    pub config_maps: &'a [std::sync::Arc<ConfigMap>],
+}
+
+/// Turns cached objects into discovery inputs (sorted, so the result is deterministic).
+pub fn cluster_inputs(src: &DiscoverySources, base: &ClusterInputs) -> ClusterInputs {
+    let mut inputs = base.clone();
+    let svc = src
+        .services
+        .iter()
+        .find(|s| s.name_any() == "kubernetes" && s.namespace().as_deref() == Some("default"));
+    inputs.kubernetes_service_found = svc.is_some();
+    inputs.kubernetes_service_ips = svc
+        .and_then(|s| s.spec.as_ref())
+        .map(|spec| {
+            let mut ips = spec.cluster_ips.clone().unwrap_or_default();
+            if ips.is_empty() {
+                ips.extend(spec.cluster_ip.clone());
+            }
+            ips.retain(|ip| !ip.is_empty() && ip != "None");
+            ips
+        })
+        .unwrap_or_default();
+    inputs.api_endpoints = src
+        .slices
+        .iter()
+        .map(|s| NamedValues {
+            name: s.name_any(),
+            values: s
+                .endpoints
+                .iter()
+                .flat_map(|e| e.addresses.iter().cloned())
+                .collect(),
+        })
+        .collect();
+    inputs.api_endpoints.sort_by(|a, b| a.name.cmp(&b.name));
+    inputs.service_cidrs = src
+        .service_cidrs
+        .iter()
+        .map(|c| NamedValues {
+            name: c.name_any(),
+            values: c
+                .spec
+                .as_ref()
+                .and_then(|s| s.cidrs.clone())
+                .unwrap_or_default(),
+        })
+        .collect();
+    inputs.service_cidrs.sort_by(|a, b| a.name.cmp(&b.name));
+    let cm = |name: &str, key: &str| {
+        src.config_maps
+            .iter()
+            .find(|c| c.name_any() == name)
+            .and_then(|c| c.data.as_ref()?.get(key).cloned())
+    };
+    inputs.kubeadm_config = cm("kubeadm-config", "ClusterConfiguration");
+    inputs.kubelet_config = cm("kubelet-config", "kubelet");
+    inputs.corefile = cm("coredns", "Corefile");
+    inputs.nodes = src
+        .nodes
+        .iter()
+        .map(|n| {
+            let spec = n.spec.clone().unwrap_or_default();
+            let mut pod_cidrs = spec.pod_cidrs.unwrap_or_default();
+            if pod_cidrs.is_empty() {
+                pod_cidrs.extend(spec.pod_cidr);
+            }
+            NodeInputs {
+                name: n.name_any(),
+                pod_cidrs,
+                internal_ips: n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.addresses.as_ref())
+                    .map(|a| {
+                        a.iter()
+                            .filter(|a| a.type_ == "InternalIP")
+                            .map(|a| a.address.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                provider_id: spec.provider_id,
+            }
+        })
+        .collect();
+    inputs.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    inputs
+}

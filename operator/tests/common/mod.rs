@@ -1,0 +1,211 @@
+//! Test harness: the in-memory API server with its workload controllers, the cluster facts
+//! of the demo, the CRD, and the operator running against it over HTTP.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use egress_proxy_operator::api::EgressProxyPolicy;
+use egress_proxy_operator::controller::{self, Settings};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodTemplateSpec};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use kube_sim::{KubeSim, KubeSimHandle};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const CLUSTER: &str = include_str!("../../demo/cluster.yaml");
+
+pub struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), controller::RunError>>,
+}
+
+impl Operator {
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+    }
+}
+
+pub struct Env {
+    pub sim: KubeSimHandle,
+    pub client: Client,
+}
+
+impl Env {
+    /// A cluster with the demo facts, the CRD and `yaml`.
+    pub async fn new(yaml: &str) -> Env {
+        let sim = KubeSim::start(kube_sim::Config {
+            controllers: true,
+            ..Default::default()
+        })
+        .await
+        .expect("start kube-sim");
+        sim.apply_yaml(CLUSTER).expect("cluster facts");
+        sim.apply_yaml(&egress_proxy_operator::api::crd_yaml().expect("crd"))
+            .expect("crd");
+        if !yaml.is_empty() {
+            sim.apply_yaml(yaml).expect("fixtures");
+        }
+        let client = sim.client().expect("client");
+        Env { sim, client }
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings {
+            api_host: Some("127.0.0.1".into()),
+            discovery_wait: Duration::from_secs(5),
+            ..Default::default()
+        }
+    }
+
+    pub fn start(&self) -> Operator {
+        self.start_with(self.settings())
+    }
+
+    pub fn start_with(&self, settings: Settings) -> Operator {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(controller::run(self.client.clone(), settings, async {
+            let _ = stopped.await;
+        }));
+        Operator {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    pub async fn policy(&self, ns: &str, name: &str) -> EgressProxyPolicy {
+        Api::<EgressProxyPolicy>::namespaced(self.client.clone(), ns)
+            .get(name)
+            .await
+            .expect("get policy")
+    }
+
+    pub async fn deployment(&self, ns: &str, name: &str) -> Deployment {
+        Api::<Deployment>::namespaced(self.client.clone(), ns)
+            .get(name)
+            .await
+            .expect("get deployment")
+    }
+
+    /// Writes by the operator's field manager so far.
+    pub fn operator_writes(&self) -> u64 {
+        self.sim
+            .request_counts()
+            .by_field_manager
+            .get("egress-proxy-operator")
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        self.sim.request_counts().get(verb, resource)
+    }
+
+    /// Merge-patches a Secret's stringData (as a user or rotation tool would).
+    pub async fn set_secret(&self, ns: &str, name: &str, string_data: Value) {
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.client.clone(), ns)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"stringData": string_data})),
+            )
+            .await
+            .expect("patch secret");
+    }
+
+    pub async fn patch_policy(&self, ns: &str, name: &str, patch: Value) {
+        Api::<EgressProxyPolicy>::namespaced(self.client.clone(), ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch policy");
+    }
+
+    pub async fn patch_deployment(&self, ns: &str, name: &str, patch: Value) {
+        Api::<Deployment>::namespaced(self.client.clone(), ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch deployment");
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after 30 s with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    for _ in 0..300 {
+        if let Some(v) = check().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// The Ready condition as (status, reason).
+pub fn ready(p: &EgressProxyPolicy) -> Option<(String, String)> {
+    let st = p.status.as_ref()?;
+    if st.observed_generation != p.metadata.generation {
+        return None;
+    }
+    st.conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+pub fn ready_message(p: &EgressProxyPolicy) -> String {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until the policy reports `reason` for its current generation.
+pub async fn wait_reason(env: &Env, ns: &str, name: &str, reason: &str) -> EgressProxyPolicy {
+    eventually(&format!("{ns}/{name} Ready reason {reason}"), || async {
+        let p = env.policy(ns, name).await;
+        (ready(&p).map(|r| r.1).as_deref() == Some(reason)).then_some(p)
+    })
+    .await
+}
+
+pub fn template(d: &Deployment) -> &PodTemplateSpec {
+    &d.spec.as_ref().expect("spec").template
+}
+
+pub fn hash(d: &Deployment) -> Option<String> {
+    template(d)
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get("egressproxy.io/config-hash")
+        .cloned()
+}
+
+pub fn container<'a>(d: &'a Deployment, name: &str) -> &'a Container {
+    let spec = template(d).spec.as_ref().expect("pod spec");
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .expect("container")
+}
+
+pub fn env<'a>(c: &'a Container, name: &str) -> Option<&'a EnvVar> {
+    c.env.iter().flatten().find(|e| e.name == name)
+}
+
+/// Lets the operator run a few resync-worthy seconds.
+pub async fn settle() {
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+}

@@ -1,0 +1,232 @@
+//! `egress-proxy-operator demo` run as a user would: read its report, explore it with real
+//! kubectl, change a proxy password, see the rollout it reports, stop it with Ctrl-C.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+struct Demo {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Demo {
+    /// Reads stdout until a line contains `marker`; returns everything read so far.
+    fn until(&mut self, marker: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    let hit = line.contains(marker);
+                    self.seen.push(line);
+                    if hit {
+                        return self.seen.join("\n");
+                    }
+                }
+                Err(_) => panic!(
+                    "demo never printed {marker:?}; output so far:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn kubectl(kc: &Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(args)
+        .output()
+        .expect("kubectl is installed (the test command installs it)");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn demo_reports_what_it_did_and_kubectl_sees_it() {
+    let dir = std::env::temp_dir().join(format!("epo-demo-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let kc = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+        .args(["demo", "--kubeconfig"])
+        .arg(&kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start demo");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut demo = Demo {
+        child,
+        lines,
+        seen: Vec::new(),
+    };
+    let report = demo.until("Serving until Ctrl-C");
+
+    // The report explains itself: facts with sources, the value, the workloads it changed.
+    for expected in [
+        "Service network 10.43.0.0/16  (from ServiceCIDR/kubernetes)",
+        "cluster domain  cluster.corp  (from ConfigMap kube-system/kubelet-config)",
+        "Pod network     10.42.0.0/23, 10.42.2.0/24  (from Node.spec.podCIDRs (3 nodes))",
+        "cloud metadata  169.254.169.254",
+        "EgressProxyPolicy team-a/outbound: Ready=True (Reconciled)",
+        "EgressProxyPolicy team-b/outbound: Ready=True (Reconciled)",
+        "Deployment/api: egressproxy.io/config-hash=v1-",
+        "container api: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[HTTP_PROXY]",
+        "init container migrate: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[HTTP_PROXY]",
+        "NO_PROXY, no_proxy <- ConfigMap egress-proxy-outbound[NO_PROXY]",
+        "StatefulSet/ledger: egressproxy.io/config-hash=v1-",
+    ] {
+        assert!(
+            report.contains(expected),
+            "report lacks {expected:?}:\n{report}"
+        );
+    }
+    assert!(
+        !report.contains("example-password") && !report.contains("10.96.0.0/12"),
+        "{report}"
+    );
+
+    // kubectl sees the same cluster.
+    let wide = kubectl(&kc, &["get", "egressproxypolicies", "-A", "-o", "wide"]);
+    assert!(
+        wide.contains("team-a") && wide.contains("Reconciled"),
+        "{wide}"
+    );
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-a",
+            "wait",
+            "--for=condition=Ready",
+            "egressproxypolicy/outbound",
+            "--timeout=20s",
+        ],
+    );
+    let refs = kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-a",
+            "get",
+            "deployment",
+            "api",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].env[*].valueFrom.secretKeyRef.name}",
+        ],
+    );
+    assert!(refs.contains("egress-proxy-outbound"), "{refs}");
+    let hash_before = kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-a",
+            "get",
+            "deployment",
+            "api",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations.egressproxy\\.io/config-hash}",
+        ],
+    );
+
+    // A new password: the demo reports the rollout, the hash changes, team-b is untouched.
+    let team_b = kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-b",
+            "get",
+            "deployment",
+            "billing",
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ],
+    );
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-a",
+            "patch",
+            "secret",
+            "egress-proxy",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"stringData":{"httpProxy":"http://team-a:rotated-password@proxy.corp.example:3128"}}"#,
+        ],
+    );
+    let after = demo.until("ConfigApplied");
+    assert!(
+        after
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("team-a/outbound"),
+        "{after}"
+    );
+    let hash_after = kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-a",
+            "get",
+            "deployment",
+            "api",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations.egressproxy\\.io/config-hash}",
+        ],
+    );
+    assert_ne!(hash_before, hash_after);
+    assert_eq!(
+        team_b,
+        kubectl(
+            &kc,
+            &[
+                "-n",
+                "team-b",
+                "get",
+                "deployment",
+                "billing",
+                "-o",
+                "jsonpath={.metadata.generation}"
+            ]
+        )
+    );
+
+    // Ctrl-C stops it cleanly.
+    let pid = demo.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    demo.until("Stopped.");
+    let status = demo.child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,876 @@
+//! The reconciler end to end, over HTTP against the in-memory API server and its simulated
+//! workload controllers. Write counts come from the server's request accounting.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+const BASE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-a
+  labels: {egressproxy.io/enabled: "true"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: egress-proxy, namespace: team-a}
+stringData:
+  httpProxy: http://team-a:first-password@proxy.corp.example:3128
+  httpsProxy: http://team-a:first-password@proxy.corp.example:3128
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: outbound, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: proxied}}
+  proxy:
+    credentials: [{name: main, secretRef: {name: egress-proxy}}]
+    active: main
+  noProxy:
+    additional: [.corp.example, 10.20.0.0/16]
+    dialect: go
+  rollout: {maxConcurrent: 10}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: team-a, labels: {app: api, egress: proxied}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      initContainers: [{name: migrate, image: migrate:1}]
+      containers:
+        - name: api
+          image: api:1
+          env: [{name: LOG_LEVEL, value: info}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: team-a, labels: {app: db, egress: proxied}}
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: db:1}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: team-a, labels: {app: agent, egress: proxied}}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: agent:1}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: unrelated, namespace: team-a, labels: {app: unrelated}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: unrelated}}
+  template:
+    metadata: {labels: {app: unrelated}}
+    spec: {containers: [{name: app, image: app:1}]}
+"#;
+
+fn secret_ref(e: &k8s_openapi::api::core::v1::EnvVar) -> Option<(String, String)> {
+    let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+    Some((r.name.clone(), r.key.clone()))
+}
+
+fn cm_ref(e: &k8s_openapi::api::core::v1::EnvVar) -> Option<(String, String)> {
+    let r = e.value_from.as_ref()?.config_map_key_ref.as_ref()?;
+    Some((r.name.clone(), r.key.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injects_all_six_variables_by_reference_into_every_selected_kind() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let st = p.status.clone().expect("status");
+    assert_eq!(
+        st.workloads.as_ref().map(|w| (w.selected, w.up_to_date)),
+        Some((3, 3))
+    );
+    let managed = "egress-proxy-outbound";
+
+    let api = env.deployment("team-a", "api").await;
+    for c in ["api", "migrate"] {
+        let c = container(&api, c);
+        for v in ["HTTP_PROXY", "http_proxy"] {
+            assert_eq!(
+                secret_ref(env_of(c, v)),
+                Some((managed.into(), "HTTP_PROXY".into())),
+                "{v}"
+            );
+        }
+        for v in ["HTTPS_PROXY", "https_proxy"] {
+            assert_eq!(
+                secret_ref(env_of(c, v)),
+                Some((managed.into(), "HTTPS_PROXY".into())),
+                "{v}"
+            );
+        }
+        for v in ["NO_PROXY", "no_proxy"] {
+            assert_eq!(
+                cm_ref(env_of(c, v)),
+                Some((managed.into(), "NO_PROXY".into())),
+                "{v}"
+            );
+        }
+        assert!(
+            c.env
+                .iter()
+                .flatten()
+                .all(|e| e.value.as_deref().is_none_or(|v| !v.contains("password")))
+        );
+    }
+    assert_eq!(
+        env_of(container(&api, "api"), "LOG_LEVEL").value.as_deref(),
+        Some("info"),
+        "own env kept"
+    );
+    assert!(hash(&api).is_some_and(|h| h.starts_with("v1-")));
+
+    let db = Api::<StatefulSet>::namespaced(env.client.clone(), "team-a")
+        .get("db")
+        .await
+        .unwrap();
+    let agent = Api::<DaemonSet>::namespaced(env.client.clone(), "team-a")
+        .get("agent")
+        .await
+        .unwrap();
+    for t in [&db.spec.unwrap().template, &agent.spec.unwrap().template] {
+        let names: Vec<_> = t.spec.as_ref().unwrap().containers[0]
+            .env
+            .iter()
+            .flatten()
+            .map(|e| e.name.clone())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "HTTP_PROXY",
+                "http_proxy",
+                "HTTPS_PROXY",
+                "https_proxy",
+                "NO_PROXY",
+                "no_proxy"
+            ]
+        );
+    }
+    let unrelated = env.deployment("team-a", "unrelated").await;
+    assert!(hash(&unrelated).is_none() && container(&unrelated, "app").env.is_none());
+
+    // Managed objects: owned by the policy, labelled, NO_PROXY readable without a Secret.
+    let cm = Api::<ConfigMap>::namespaced(env.client.clone(), "team-a")
+        .get(managed)
+        .await
+        .unwrap();
+    let no_proxy = cm.data.as_ref().unwrap()["NO_PROXY"].clone();
+    assert_eq!(Some(no_proxy.clone()), st.no_proxy);
+    for entry in [
+        "10.43.0.0/16",
+        "10.42.0.0/23",
+        "10.42.2.0/24",
+        "corp.example",
+        "cluster.corp",
+        "10.20.0.0/16",
+        "169.254.169.254",
+    ] {
+        assert!(no_proxy.contains(entry), "{entry} in {no_proxy}");
+    }
+    assert!(
+        !no_proxy.contains("10.96.0.0/12") && !no_proxy.contains("cluster.local"),
+        "{no_proxy}"
+    );
+    let secret = Api::<Secret>::namespaced(env.client.clone(), "team-a")
+        .get(managed)
+        .await
+        .unwrap();
+    assert_eq!(secret.owner_references()[0].name, "outbound");
+    assert_eq!(
+        secret.labels()["app.kubernetes.io/managed-by"],
+        "egress-proxy-operator"
+    );
+    assert_eq!(cm.owner_references()[0].kind, "EgressProxyPolicy");
+
+    // Server-side apply under the operator's field manager, and nothing else changed.
+    let managers: Vec<String> = api
+        .managed_fields()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.iter().any(|m| m == "egress-proxy-operator"),
+        "{managers:?}"
+    );
+    assert_eq!(
+        template(&api).spec.as_ref().unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("api:1")
+    );
+    op.stop().await;
+}
+
+fn env_of<'a>(
+    c: &'a k8s_openapi::api::core::v1::Container,
+    name: &str,
+) -> &'a k8s_openapi::api::core::v1::EnvVar {
+    env(c, name).unwrap_or_else(|| panic!("{} has no {name}", c.name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_change_rolls_each_workload_once_and_nothing_else_writes() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    let before = env.deployment("team-a", "api").await;
+    let workload_patches = |env: &Env| {
+        ["deployments", "statefulsets", "daemonsets"]
+            .iter()
+            .map(|k| env.count("patch", k))
+            .sum::<u64>()
+    };
+    let (patches, writes) = (workload_patches(&env), env.operator_writes());
+
+    // Resync and unrelated changes: no writes at all.
+    env.patch_deployment(
+        "team-a",
+        "unrelated",
+        json!({"metadata": {"labels": {"tier": "x"}}}),
+    )
+    .await;
+    Api::<Secret>::namespaced(env.client.clone(), "team-a")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "other"}, "stringData": {"k": "v"}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    settle().await;
+    assert_eq!(
+        env.operator_writes(),
+        writes,
+        "unrelated changes wrote something"
+    );
+    assert_eq!(
+        workload_patches(&env),
+        patches + 1,
+        "only the test's own patch"
+    );
+
+    // Operator restart: zero writes.
+    op.stop().await;
+    let op = env.start();
+    settle().await;
+    settle().await;
+    assert_eq!(env.operator_writes(), writes, "a restart wrote something");
+
+    // A new password rolls every selected workload exactly once.
+    env.set_secret(
+        "team-a",
+        "egress-proxy",
+        json!({"httpProxy": "http://team-a:second-password@proxy.corp.example:3128"}),
+    )
+    .await;
+    let after = eventually("api re-hashed", || async {
+        let d = env.deployment("team-a", "api").await;
+        (hash(&d) != hash(&before)).then_some(d)
+    })
+    .await;
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    assert_eq!(
+        workload_patches(&env),
+        patches + 1 + 3,
+        "one patch per selected workload"
+    );
+    assert_ne!(hash(&after), hash(&before));
+    let secret = Api::<Secret>::namespaced(env.client.clone(), "team-a")
+        .get("egress-proxy-outbound")
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&secret.data.unwrap()["HTTP_PROXY"].0).contains("second-password")
+    );
+    // And the annotation does not reveal the password.
+    assert!(!hash(&after).unwrap().contains("second"));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_reports_sources_and_a_new_node_re_renders_once() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let d = p.status.unwrap().discovered.unwrap();
+    let sn = d.service_network.unwrap();
+    assert_eq!(sn.values, ["10.43.0.0/16"]);
+    assert!(sn.source.unwrap().contains("ServiceCIDR"));
+    let cd = d.cluster_domain.unwrap();
+    assert_eq!(cd.values, ["cluster.corp"]);
+    assert!(cd.source.unwrap().contains("kubelet-config"));
+    assert_eq!(
+        d.pod_network.unwrap().values,
+        ["10.42.0.0/23", "10.42.2.0/24"]
+    );
+    let api_values = d.api_server.unwrap().values;
+    for ip in ["10.43.0.1", "192.168.50.11", "127.0.0.1"] {
+        assert!(api_values.contains(&ip.to_string()), "{api_values:?}");
+    }
+    assert!(d.cloud_metadata.unwrap().source.unwrap().contains("aws"));
+    settle().await;
+    let before = env.deployment("team-a", "api").await;
+    let patches = env.count("patch", "deployments");
+
+    // A Node heartbeat-like change that alters no fact: nothing written.
+    let nodes = Api::<Node>::all(env.client.clone());
+    let first = nodes.list(&ListParams::default()).await.unwrap().items[0].name_any();
+    nodes
+        .patch(
+            &first,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"heartbeat": "1"}}})),
+        )
+        .await
+        .unwrap();
+    settle().await;
+    assert_eq!(env.count("patch", "deployments"), patches);
+
+    // A node joins with a new pod CIDR: NO_PROXY changes, each workload rolls once.
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "ip-192-168-52-14"},
+                "spec": {"podCIDRs": ["10.42.3.0/24"], "providerID": "aws:///eu-west-1a/i-0new"},
+                "status": {"addresses": [{"type": "InternalIP", "address": "192.168.52.14"}]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let p = eventually("pod network re-discovered", || async {
+        let p = env.policy("team-a", "outbound").await;
+        let np = p.status.as_ref()?.no_proxy.clone()?;
+        np.contains("10.42.0.0/22").then_some(p)
+    })
+    .await;
+    assert!(
+        p.status
+            .unwrap()
+            .no_proxy
+            .unwrap()
+            .contains("192.168.52.14")
+    );
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    assert_eq!(
+        env.count("patch", "deployments"),
+        patches + 1,
+        "api patched once"
+    );
+    assert_ne!(hash(&env.deployment("team-a", "api").await), hash(&before));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_fact_is_reported_never_assumed() {
+    let env = Env::new(BASE).await;
+    Api::<ConfigMap>::namespaced(env.client.clone(), "kube-system")
+        .delete("kubelet-config", &DeleteParams::default())
+        .await
+        .unwrap();
+    let op = env.start();
+    let p = wait_reason(&env, "team-a", "outbound", "DiscoveryIncomplete").await;
+    let msg = ready_message(&p);
+    assert!(msg.contains("clusterDomain"), "{msg}");
+    let cd = p
+        .status
+        .unwrap()
+        .discovered
+        .unwrap()
+        .cluster_domain
+        .unwrap();
+    assert!(cd.values.is_empty() && cd.message.is_some());
+    assert!(
+        hash(&env.deployment("team-a", "api").await).is_none(),
+        "nothing applied"
+    );
+    // The user states the domain: applied.
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"noProxy": {"clusterDomain": "k8s.example"}}}),
+    )
+    .await;
+    let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    assert!(p.status.unwrap().no_proxy.unwrap().contains("k8s.example"));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_credentials_keep_the_last_good_configuration() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    let good = env.deployment("team-a", "api").await;
+    let patches = env.count("patch", "deployments");
+
+    env.set_secret(
+        "team-a",
+        "egress-proxy",
+        json!({"httpProxy": "http://team-a:pass@proxy.corp.example:99999"}),
+    )
+    .await;
+    let p = wait_reason(&env, "team-a", "outbound", "InvalidProxyURL").await;
+    let msg = ready_message(&p);
+    assert!(
+        msg.contains("httpProxy") && msg.contains("team-a/egress-proxy"),
+        "{msg}"
+    );
+    let stalled = p
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled")
+        .unwrap();
+    assert_eq!(stalled.status, "True");
+
+    env.patch_policy("team-a", "outbound", json!({"spec": {"proxy": {"credentials": [{"name": "main", "secretRef": {"name": "gone"}}]}}})).await;
+    wait_reason(&env, "team-a", "outbound", "SecretNotFound").await;
+
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "proxy-system"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    Api::<Secret>::namespaced(env.client.clone(), "proxy-system")
+        .create(&PostParams::default(), &serde_json::from_value(json!({
+            "metadata": {"name": "shared"},
+            "stringData": {"httpProxy": "http://u:p@proxy.corp.example:3128", "httpsProxy": "http://u:p@proxy.corp.example:3128"}
+        })).unwrap())
+        .await
+        .unwrap();
+    env.patch_policy("team-a", "outbound", json!({"spec": {"proxy": {"credentials": [{"name": "main", "secretRef": {"name": "shared", "namespace": "proxy-system"}}]}}})).await;
+    wait_reason(&env, "team-a", "outbound", "SecretNotGranted").await;
+    settle().await;
+    assert_eq!(
+        env.count("patch", "deployments"),
+        patches,
+        "no workload write while the input is bad"
+    );
+    assert_eq!(
+        template(&env.deployment("team-a", "api").await),
+        template(&good),
+        "last good config kept"
+    );
+
+    // The platform team grants team-a: applied.
+    Api::<Secret>::namespaced(env.client.clone(), "proxy-system")
+        .patch("shared", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"egressproxy.io/allowed-namespaces": "team-b, team-a"}}})))
+        .await
+        .unwrap();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    assert_ne!(hash(&env.deployment("team-a", "api").await), hash(&good));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_entry_is_reported_and_changes_nothing() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let good = env.deployment("team-a", "api").await;
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"noProxy": {"additional": [".corp.example", "10.0.0.0/33"]}}}),
+    )
+    .await;
+    let p = wait_reason(&env, "team-a", "outbound", "InvalidNoProxyEntry").await;
+    assert!(
+        ready_message(&p).contains("additional[1]"),
+        "{}",
+        ready_message(&p)
+    );
+    settle().await;
+    assert_eq!(
+        template(&env.deployment("team-a", "api").await),
+        template(&good)
+    );
+    op.stop().await;
+}
+
+const OWN_ENV: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: legacy, namespace: team-a, labels: {app: legacy, egress: proxied}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: legacy}}
+  template:
+    metadata: {labels: {app: legacy}}
+    spec:
+      containers:
+        - name: legacy
+          image: legacy:1
+          env:
+            - {name: HTTP_PROXY, value: "http://own-proxy:8080"}
+            - {name: TZ, value: UTC}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_reports_the_conflict_and_override_takes_over_then_restores() {
+    let env = Env::new(&format!("{BASE}---{OWN_ENV}")).await;
+    let op = env.start();
+    let p = wait_reason(&env, "team-a", "outbound", "EnvConflict").await;
+    assert!(
+        ready_message(&p).contains("Deployment/legacy"),
+        "{}",
+        ready_message(&p)
+    );
+    let legacy = env.deployment("team-a", "legacy").await;
+    let c = container(&legacy, "legacy");
+    assert_eq!(
+        env_of(c, "HTTP_PROXY").value.as_deref(),
+        Some("http://own-proxy:8080")
+    );
+    assert!(
+        common::env(c, "http_proxy").is_none(),
+        "the pair stays the container's own"
+    );
+    assert!(
+        common::env(c, "HTTPS_PROXY").is_some(),
+        "other pairs applied"
+    );
+    let original = template(&legacy).clone();
+
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"existingEnv": "Override"}}),
+    )
+    .await;
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let legacy = env.deployment("team-a", "legacy").await;
+    let c = container(&legacy, "legacy");
+    assert_eq!(
+        secret_ref(env_of(c, "HTTP_PROXY")).map(|r| r.1),
+        Some("HTTP_PROXY".into())
+    );
+    assert!(env_of(c, "HTTP_PROXY").value.is_none());
+
+    // Deselect: the container gets back exactly what it had before the operator.
+    env.patch_deployment(
+        "team-a",
+        "legacy",
+        json!({"metadata": {"labels": {"egress": null}}}),
+    )
+    .await;
+    let restored = eventually("legacy restored", || async {
+        let d = env.deployment("team-a", "legacy").await;
+        hash(&d).is_none().then_some(d)
+    })
+    .await;
+    let c = container(&restored, "legacy");
+    let names: Vec<_> = c
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (
+                "HTTP_PROXY".to_owned(),
+                Some("http://own-proxy:8080".to_owned())
+            ),
+            ("TZ".to_owned(), Some("UTC".to_owned()))
+        ]
+    );
+    let _ = original;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_and_relabelled_workloads_are_picked_up_and_released() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let untouched = env.deployment("team-a", "unrelated").await;
+    env.patch_deployment(
+        "team-a",
+        "unrelated",
+        json!({"metadata": {"labels": {"egress": "proxied"}}}),
+    )
+    .await;
+    eventually("unrelated picked up", || async {
+        hash(&env.deployment("team-a", "unrelated").await)
+    })
+    .await;
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: late, namespace: team-a, labels: {app: late, egress: proxied}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: late}}
+  template:
+    metadata: {labels: {app: late}}
+    spec: {containers: [{name: late, image: late:1}]}
+"#,
+        )
+        .unwrap();
+    eventually("late picked up", || async {
+        hash(&env.deployment("team-a", "late").await)
+    })
+    .await;
+    env.patch_deployment(
+        "team-a",
+        "unrelated",
+        json!({"metadata": {"labels": {"egress": null}}}),
+    )
+    .await;
+    let back = eventually("unrelated released", || async {
+        let d = env.deployment("team-a", "unrelated").await;
+        hash(&d).is_none().then_some(d)
+    })
+    .await;
+    assert_eq!(
+        container(&back, "app").env.as_deref().unwrap_or_default(),
+        container(&untouched, "app")
+            .env
+            .as_deref()
+            .unwrap_or_default()
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_policy_removes_everything_it_added() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let p = env.policy("team-a", "outbound").await;
+    assert!(p.finalizers().iter().any(|f| f == "egressproxy.io/cleanup"));
+    Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(env.client.clone(), "team-a")
+        .delete("outbound", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("policy gone", || async {
+        Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(
+            env.client.clone(),
+            "team-a",
+        )
+        .get_opt("outbound")
+        .await
+        .unwrap()
+        .is_none()
+        .then_some(())
+    })
+    .await;
+    let api = env.deployment("team-a", "api").await;
+    assert!(hash(&api).is_none());
+    let names: Vec<_> = container(&api, "api")
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(names, ["LOG_LEVEL"]);
+    assert!(
+        container(&api, "migrate")
+            .env
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    );
+    eventually("managed objects deleted", || async {
+        let s = Api::<Secret>::namespaced(env.client.clone(), "team-a")
+            .get_opt("egress-proxy-outbound")
+            .await
+            .unwrap();
+        let c = Api::<ConfigMap>::namespaced(env.client.clone(), "team-a")
+            .get_opt("egress-proxy-outbound")
+            .await
+            .unwrap();
+        (s.is_none() && c.is_none()).then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_freezes_everything() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    env.patch_policy("team-a", "outbound", json!({"spec": {"suspend": true}}))
+        .await;
+    wait_reason(&env, "team-a", "outbound", "Suspended").await;
+    let frozen = env.deployment("team-a", "api").await;
+    let patches = env.count("patch", "deployments");
+    env.set_secret(
+        "team-a",
+        "egress-proxy",
+        json!({"httpProxy": "http://team-a:other@proxy.corp.example:3128"}),
+    )
+    .await;
+    env.patch_deployment(
+        "team-a",
+        "api",
+        json!({"metadata": {"labels": {"egress": null}}}),
+    )
+    .await;
+    settle().await;
+    assert_eq!(
+        env.count("patch", "deployments"),
+        patches + 1,
+        "only the test's relabel"
+    );
+    assert_eq!(hash(&env.deployment("team-a", "api").await), hash(&frozen));
+    env.patch_policy("team-a", "outbound", json!({"spec": {"suspend": false}}))
+        .await;
+    eventually("released after resume", || async {
+        hash(&env.deployment("team-a", "api").await)
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_policies_do_not_flip_flop() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: second, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {app: api}}
+  proxy:
+    credentials: [{name: main, secretRef: {name: egress-proxy}}]
+    active: main
+  noProxy: {dialect: curl}
+"#,
+        )
+        .unwrap();
+    let p = wait_reason(&env, "team-a", "second", "PolicyOverlap").await;
+    assert!(ready_message(&p).contains("Deployment/api") && ready_message(&p).contains("outbound"));
+    settle().await;
+    let writes = env.count("patch", "deployments");
+    let h = hash(&env.deployment("team-a", "api").await);
+    settle().await;
+    settle().await;
+    assert_eq!(env.count("patch", "deployments"), writes, "no flip-flop");
+    assert_eq!(hash(&env.deployment("team-a", "api").await), h);
+    assert_eq!(
+        common::ready(&env.policy("team-a", "outbound").await)
+            .unwrap()
+            .1,
+        "Reconciled"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
+    let env = Env::new(&BASE.replace("egressproxy.io/enabled: \"true\"", "other: label")).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "NamespaceNotEnabled").await;
+    assert!(hash(&env.deployment("team-a", "api").await).is_none());
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}})),
+        )
+        .await
+        .unwrap();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    let events = || async {
+        Api::<Event>::namespaced(env.client.clone(), "team-a")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reporting_controller.as_deref() == Some("egress-proxy-operator"))
+            .collect::<Vec<_>>()
+    };
+    let n = events().await.len();
+    assert!(n >= 2, "a NamespaceNotEnabled and a Reconciled event");
+    // Many resyncs later: no new events.
+    for _ in 0..3 {
+        env.patch_policy("team-a", "outbound", json!({"metadata": {"annotations": {"touch": format!("{:?}", std::time::Instant::now())}}})).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    settle().await;
+    assert_eq!(events().await.len(), n, "no event without a transition");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciles_read_from_caches_not_lists() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    let lists = |env: &Env| {
+        env.sim
+            .request_counts()
+            .by_verb_resource
+            .iter()
+            .filter(|((v, _), _)| v == "list")
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    let before = lists(&env);
+    for i in 0..5 {
+        env.patch_policy(
+            "team-a",
+            "outbound",
+            json!({"metadata": {"annotations": {"touch": i.to_string()}}}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    settle().await;
+    assert_eq!(lists(&env), before, "a reconcile listed something");
+    op.stop().await;
+}
