@@ -874,3 +874,29 @@ async fn reconciles_read_from_caches_not_lists() {
     assert_eq!(lists(&env), before, "a reconcile listed something");
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_with_exactly_the_shipped_rbac() {
+    let env = Env::new(BASE).await;
+    env.sim.apply_yaml(include_str!("../../deploy/rbac.yaml")).unwrap();
+    let token = env.sim.service_account_token("egress-proxy-system", "egress-proxy-operator");
+    let client = env.sim.client_with_token(&token).unwrap();
+    // The token really is limited: it may not read what the role leaves out.
+    let denied = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).list(&ListParams::default()).await;
+    assert!(matches!(denied, Err(kube::Error::Api(ref s)) if s.code == 403), "{denied:?}");
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(egress_proxy_operator::controller::run(client, env.settings(), async {
+        let _ = stopped.await;
+    }));
+    let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    assert_eq!(p.status.unwrap().workloads.unwrap().up_to_date, 3);
+    // Deleting the policy exercises the cleanup permissions too.
+    Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(env.client.clone(), "team-a")
+        .delete("outbound", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("cleaned up with the shipped role", || async { hash(&env.deployment("team-a", "api").await).is_none().then_some(()) }).await;
+    let _ = stop.send(());
+    let _ = task.await;
+}
