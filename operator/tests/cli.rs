@@ -1,4 +1,4 @@
-//! The CLI contract of `explain`, `render-no-proxy` and `crd`, as later tooling relies on it.
+//! The CLI contract of `explain`, `render-no-proxy`, `crd` and `run`'s start-up checks, as later tooling relies on it.
 
 use std::process::{Command, Output};
 
@@ -284,4 +284,70 @@ fn crd_prints_the_committed_file() {
     )
     .expect("read crds/");
     assert_eq!(out.stdout, committed);
+}
+
+#[test]
+fn run_rejects_bad_flags_before_touching_a_cluster() {
+    for (args, expected) in [
+        (
+            &["run", "--service-cidr", "10.43.0.0/33"][..],
+            "is not a CIDR",
+        ),
+        (&["run", "--pod-cidr", "pods"][..], "is not a CIDR"),
+        (
+            &["run", "--cluster-domain", "bad domain"][..],
+            "is not a DNS domain",
+        ),
+        (&["run", "--log-level", "=="][..], "invalid --log-level"),
+        (
+            &["run", "--kubeconfig", "/nonexistent/kubeconfig"][..],
+            "reading kubeconfig /nonexistent/kubeconfig",
+        ),
+    ] {
+        let out = run(args, &[]);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let text = all_text(&out);
+        assert!(text.contains(expected), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn run_fails_fast_without_the_crd_and_on_a_bad_namespace_selector() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let sim = rt
+        .block_on(kube_sim::KubeSim::start(kube_sim::Config::default()))
+        .expect("kube-sim");
+    let dir = std::env::temp_dir().join(format!("epo-cli-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let kc = dir.join("kubeconfig");
+    sim.write_kubeconfig(&kc).expect("kubeconfig");
+    let kc = kc.to_string_lossy().into_owned();
+
+    let out = run(&["run", "--kubeconfig", &kc], &[]);
+    assert!(!out.status.success());
+    assert!(
+        all_text(&out).contains("is the CRD installed?"),
+        "{}",
+        all_text(&out)
+    );
+
+    sim.apply_yaml(&egress_proxy_operator::api::crd_yaml().expect("crd"))
+        .expect("crd");
+    let out = run(
+        &[
+            "run",
+            "--kubeconfig",
+            &kc,
+            "--namespace-selector",
+            "a in (b",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(
+        all_text(&out).contains("namespace selector \"a in (b\" is not valid"),
+        "{}",
+        all_text(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

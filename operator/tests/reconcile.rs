@@ -878,17 +878,30 @@ async fn reconciles_read_from_caches_not_lists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_with_exactly_the_shipped_rbac() {
     let env = Env::new(BASE).await;
-    env.sim.apply_yaml(include_str!("../../deploy/rbac.yaml")).unwrap();
-    let token = env.sim.service_account_token("egress-proxy-system", "egress-proxy-operator");
+    env.sim
+        .apply_yaml(include_str!("../../deploy/rbac.yaml"))
+        .unwrap();
+    let token = env
+        .sim
+        .service_account_token("egress-proxy-system", "egress-proxy-operator");
     let client = env.sim.client_with_token(&token).unwrap();
     // The token really is limited: it may not read what the role leaves out.
-    let denied = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone()).list(&ListParams::default()).await;
-    assert!(matches!(denied, Err(kube::Error::Api(ref s)) if s.code == 403), "{denied:?}");
+    let denied = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(client.clone())
+        .list(&ListParams::default())
+        .await;
+    assert!(
+        matches!(denied, Err(kube::Error::Api(ref s)) if s.code == 403),
+        "{denied:?}"
+    );
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(egress_proxy_operator::controller::run(client, env.settings(), async {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(egress_proxy_operator::controller::run(
+        client,
+        env.settings(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     assert_eq!(p.status.unwrap().workloads.unwrap().up_to_date, 3);
     // Deleting the policy exercises the cleanup permissions too.
@@ -896,7 +909,170 @@ async fn runs_with_exactly_the_shipped_rbac() {
         .delete("outbound", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("cleaned up with the shipped role", || async { hash(&env.deployment("team-a", "api").await).is_none().then_some(()) }).await;
+    eventually("cleaned up with the shipped role", || async {
+        hash(&env.deployment("team-a", "api").await)
+            .is_none()
+            .then_some(())
+    })
+    .await;
     let _ = stop.send(());
     let _ = task.await;
+}
+
+async fn injected(env: &Env) -> Vec<&'static str> {
+    let mut n = Vec::new();
+    for d in ["a", "b", "c"] {
+        if hash(&env.deployment("team-r", d).await).is_some() {
+            n.push(d);
+        }
+    }
+    n
+}
+
+fn hanging(names: &[&str]) -> String {
+    let mut y = String::from(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-r, labels: {egressproxy.io/enabled: "true"}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: egress-proxy, namespace: team-r}
+stringData: {httpProxy: "http://u:p@proxy.corp.example:3128", httpsProxy: "http://u:p@proxy.corp.example:3128"}
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: outbound, namespace: team-r}
+spec:
+  workloadSelector: {matchLabels: {egress: proxied}}
+  proxy: {credentials: [{name: main, secretRef: {name: egress-proxy}}], active: main}
+  rollout: {maxConcurrent: 1}
+"#,
+    );
+    for n in names {
+        y.push_str(&format!(
+            r#"---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {n}, namespace: team-r, labels: {{app: {n}, egress: proxied}}, annotations: {{kube-sim.io/rollout: hang}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {n}}}}}
+  template:
+    metadata: {{labels: {{app: {n}}}}}
+    spec: {{containers: [{{name: {n}, image: "{n}:1"}}]}}
+"#
+        ));
+    }
+    y
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_max_concurrent_workloads_roll_at_a_time() {
+    let env = Env::new(&hanging(&["a", "b", "c"])).await;
+    let op = env.start();
+    let p = wait_reason(&env, "team-r", "outbound", "RolloutInProgress").await;
+    settle().await;
+    assert_eq!(injected(&env).await, ["a"], "one at a time, in name order");
+    let pending = p.status.unwrap().workloads.unwrap().pending;
+    assert!(
+        pending.iter().any(|w| w.starts_with("Deployment/b")),
+        "{pending:?}"
+    );
+    // a finishes: b goes next, and only b.
+    env.patch_deployment(
+        "team-r",
+        "a",
+        json!({"metadata": {"annotations": {"kube-sim.io/rollout": null}}}),
+    )
+    .await;
+    eventually("b rolls", || async {
+        hash(&env.deployment("team-r", "b").await).map(|_| ())
+    })
+    .await;
+    settle().await;
+    assert_eq!(injected(&env).await, ["a", "b"]);
+    for d in ["b", "c"] {
+        env.patch_deployment(
+            "team-r",
+            d,
+            json!({"metadata": {"annotations": {"kube-sim.io/rollout": null}}}),
+        )
+        .await;
+    }
+    wait_reason(&env, "team-r", "outbound", "Reconciled").await;
+    assert_eq!(injected(&env).await, ["a", "b", "c"]);
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_rollout_writes_nothing_until_resumed() {
+    let env = Env::new(&BASE.replace(
+        "rollout: {maxConcurrent: 10}",
+        "rollout: {maxConcurrent: 10, paused: true}",
+    ))
+    .await;
+    let op = env.start();
+    let p = wait_reason(&env, "team-a", "outbound", "RolloutPaused").await;
+    assert_eq!(
+        p.status
+            .as_ref()
+            .unwrap()
+            .workloads
+            .as_ref()
+            .unwrap()
+            .pending
+            .len(),
+        3
+    );
+    assert!(
+        p.status.unwrap().no_proxy.is_some(),
+        "the value is computed and reported"
+    );
+    assert!(hash(&env.deployment("team-a", "api").await).is_none());
+    let secret = Api::<Secret>::namespaced(env.client.clone(), "team-a")
+        .get_opt("egress-proxy-outbound")
+        .await
+        .unwrap();
+    assert!(secret.is_none(), "no managed object while paused");
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"rollout": {"paused": false}}}),
+    )
+    .await;
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    assert!(hash(&env.deployment("team-a", "api").await).is_some());
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_strips_nothing_and_recovers() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let before = env.deployment("team-a", "api").await;
+    env.set_secret(
+        "team-a",
+        "egress-proxy",
+        json!({"httpProxy": "http://team-a:during-outage@proxy.corp.example:3128"}),
+    )
+    .await;
+    env.sim.api_down_for(Duration::from_secs(3));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after = eventually("new config after the outage", || async {
+        let d = env.deployment("team-a", "api").await;
+        (hash(&d) != hash(&before)).then_some(d)
+    })
+    .await;
+    let names: Vec<_> = container(&after, "api")
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    op.stop().await;
 }

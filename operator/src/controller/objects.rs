@@ -49,9 +49,12 @@ impl Workload for Deployment {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
         let want = spec.replicas.unwrap_or(1);
+        // What `kubectl rollout status` waits for.
+        let updated = st.updated_replicas.unwrap_or(0);
         let rolled_out = observed(self, st.observed_generation)
-            && st.updated_replicas.unwrap_or(0) >= want
-            && st.replicas.unwrap_or(0) <= st.updated_replicas.unwrap_or(0);
+            && updated >= want
+            && st.replicas.unwrap_or(0) <= updated
+            && st.available_replicas.unwrap_or(0) >= updated;
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
@@ -70,6 +73,7 @@ impl Workload for StatefulSet {
         let want = spec.replicas.unwrap_or(1);
         let rolled_out = observed(self, st.observed_generation)
             && st.updated_replicas.unwrap_or(0) >= want
+            && st.ready_replicas.unwrap_or(0) >= want
             && (st.update_revision.is_none() || st.update_revision == st.current_revision);
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
@@ -87,7 +91,8 @@ impl Workload for DaemonSet {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
         let rolled_out = observed(self, st.observed_generation)
-            && st.updated_number_scheduled.unwrap_or(0) >= st.desired_number_scheduled;
+            && st.updated_number_scheduled.unwrap_or(0) >= st.desired_number_scheduled
+            && st.number_available.unwrap_or(0) >= st.desired_number_scheduled;
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
