@@ -569,7 +569,6 @@ async fn keep_reports_the_conflict_and_override_takes_over_then_restores() {
         common::env(c, "HTTPS_PROXY").is_some(),
         "other pairs applied"
     );
-    let original = template(&legacy).clone();
 
     env.patch_policy(
         "team-a",
@@ -615,7 +614,6 @@ async fn keep_reports_the_conflict_and_override_takes_over_then_restores() {
             ("TZ".to_owned(), Some("UTC".to_owned()))
         ]
     );
-    let _ = original;
     op.stop().await;
 }
 
@@ -774,12 +772,15 @@ async fn overlapping_policies_do_not_flip_flop() {
     let env = Env::new(BASE).await;
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    // Creation timestamps have one-second resolution: make the newer policy visibly newer,
+    // and give it a name that sorts first, so only age can decide.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     env.sim
         .apply_yaml(
             r#"
 apiVersion: egressproxy.io/v1alpha1
 kind: EgressProxyPolicy
-metadata: {name: second, namespace: team-a}
+metadata: {name: aaa-second, namespace: team-a}
 spec:
   workloadSelector: {matchLabels: {app: api}}
   proxy:
@@ -789,7 +790,7 @@ spec:
 "#,
         )
         .unwrap();
-    let p = wait_reason(&env, "team-a", "second", "PolicyOverlap").await;
+    let p = wait_reason(&env, "team-a", "aaa-second", "PolicyOverlap").await;
     assert!(ready_message(&p).contains("Deployment/api") && ready_message(&p).contains("outbound"));
     settle().await;
     let writes = env.count("patch", "deployments");
@@ -833,8 +834,22 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
             .filter(|e| e.reporting_controller.as_deref() == Some("egress-proxy-operator"))
             .collect::<Vec<_>>()
     };
+    let reasons = |evs: Vec<Event>| {
+        let mut r: Vec<String> = evs.into_iter().filter_map(|e| e.reason).collect();
+        r.sort();
+        r
+    };
+    // One Event per transition: blocked, rolling, applied, ready.
+    assert_eq!(
+        reasons(events().await),
+        [
+            "ConfigApplied",
+            "NamespaceNotEnabled",
+            "Reconciled",
+            "RolloutInProgress"
+        ]
+    );
     let n = events().await.len();
-    assert!(n >= 2, "a NamespaceNotEnabled and a Reconciled event");
     // Many resyncs later: no new events.
     for _ in 0..3 {
         env.patch_policy("team-a", "outbound", json!({"metadata": {"annotations": {"touch": format!("{:?}", std::time::Instant::now())}}})).await;
@@ -842,6 +857,43 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
     }
     settle().await;
     assert_eq!(events().await.len(), n, "no event without a transition");
+
+    // The admin takes the opt-in back: everything the operator added goes.
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"egressproxy.io/enabled": null}}})),
+        )
+        .await
+        .unwrap();
+    wait_reason(&env, "team-a", "outbound", "NamespaceNotEnabled").await;
+    let api = eventually("released", || async {
+        let d = env.deployment("team-a", "api").await;
+        hash(&d).is_none().then_some(d)
+    })
+    .await;
+    let names: Vec<_> = container(&api, "api")
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(names, ["LOG_LEVEL"]);
+    eventually("managed Secret deleted", || async {
+        Api::<Secret>::namespaced(env.client.clone(), "team-a")
+            .get_opt("egress-proxy-outbound")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let p = env.policy("team-a", "outbound").await;
+    assert!(
+        !p.finalizers().iter().any(|f| f == "egressproxy.io/cleanup"),
+        "nothing left to clean"
+    );
     op.stop().await;
 }
 
@@ -1053,26 +1105,216 @@ async fn an_unreachable_api_strips_nothing_and_recovers() {
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     let before = env.deployment("team-a", "api").await;
+
+    // Workload writes fail for a while: the failure is reported, nothing is stripped.
+    env.sim.inject_fault(
+        kube_sim::hooks::FaultRule::new(
+            Some("patch"),
+            Some("deployments"),
+            kube_sim::hooks::Fault::Status {
+                // 500: kube-rs retries a 503 by itself.
+                code: 500,
+                retry_after_seconds: None,
+            },
+        )
+        .times(3),
+    );
     env.set_secret(
         "team-a",
         "egress-proxy",
         json!({"httpProxy": "http://team-a:during-outage@proxy.corp.example:3128"}),
     )
     .await;
-    env.sim.api_down_for(Duration::from_secs(3));
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let after = eventually("new config after the outage", || async {
+    let p = wait_reason(&env, "team-a", "outbound", "WorkloadUpdateFailed").await;
+    assert!(
+        ready_message(&p).contains("Deployment/api"),
+        "{}",
+        ready_message(&p)
+    );
+    assert_eq!(
+        template(&env.deployment("team-a", "api").await),
+        template(&before)
+    );
+    let after = eventually("new config once writes work again", || async {
         let d = env.deployment("team-a", "api").await;
         (hash(&d) != hash(&before)).then_some(d)
     })
     .await;
-    let names: Vec<_> = container(&after, "api")
+    assert_eq!(container(&after, "api").env.iter().flatten().count(), 7);
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+
+    // The whole API away: the operator keeps running and catches up afterwards.
+    env.sim.api_down_for(Duration::from_secs(3));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    env.set_secret(
+        "team-a",
+        "egress-proxy",
+        json!({"httpProxy": "http://team-a:after-outage@proxy.corp.example:3128"}),
+    )
+    .await;
+    eventually("caught up after the outage", || async {
+        let d = env.deployment("team-a", "api").await;
+        (hash(&d) != hash(&after)).then_some(())
+    })
+    .await;
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_kind_releases_those_workloads() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"workloadKinds": ["Deployment"]}}),
+    )
+    .await;
+    eventually("StatefulSet and DaemonSet released", || async {
+        let db = Api::<StatefulSet>::namespaced(env.client.clone(), "team-a")
+            .get("db")
+            .await
+            .unwrap();
+        let agent = Api::<DaemonSet>::namespaced(env.client.clone(), "team-a")
+            .get("agent")
+            .await
+            .unwrap();
+        let clean = |t: &k8s_openapi::api::core::v1::PodTemplateSpec| {
+            t.spec.as_ref().unwrap().containers[0]
+                .env
+                .as_deref()
+                .unwrap_or_default()
+                .is_empty()
+        };
+        (clean(&db.spec.unwrap().template) && clean(&agent.spec.unwrap().template)).then_some(())
+    })
+    .await;
+    let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    assert_eq!(p.status.unwrap().workloads.unwrap().selected, 1);
+    assert!(hash(&env.deployment("team-a", "api").await).is_some());
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_override_policy_restores_the_containers_own_values() {
+    let yaml = format!("{BASE}---{OWN_ENV}").replace(
+        "  proxy:\n    credentials: [{name: main",
+        "  existingEnv: Override\n  proxy:\n    credentials: [{name: main",
+    );
+    let env = Env::new(&yaml).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let legacy = env.deployment("team-a", "legacy").await;
+    assert!(
+        env_of(container(&legacy, "legacy"), "HTTP_PROXY")
+            .value
+            .is_none(),
+        "overridden"
+    );
+    Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(env.client.clone(), "team-a")
+        .delete("outbound", &DeleteParams::default())
+        .await
+        .unwrap();
+    let restored = eventually("restored on deletion", || async {
+        let d = env.deployment("team-a", "legacy").await;
+        hash(&d).is_none().then_some(d)
+    })
+    .await;
+    let env_now: Vec<_> = container(&restored, "legacy")
         .env
         .iter()
         .flatten()
-        .map(|e| e.name.clone())
+        .map(|e| (e.name.clone(), e.value.clone(), e.value_from.is_some()))
         .collect();
-    assert_eq!(names.len(), 7, "{names:?}");
+    assert_eq!(
+        env_now,
+        [
+            (
+                "HTTP_PROXY".to_owned(),
+                Some("http://own-proxy:8080".to_owned()),
+                false
+            ),
+            ("TZ".to_owned(), Some("UTC".to_owned()), false)
+        ]
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_policy_takes_over_only_after_the_newer_one_released_the_workload() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: newer, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {team: x}}
+  existingEnv: Override
+  proxy:
+    credentials: [{name: main, secretRef: {name: egress-proxy}}]
+    active: main
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: w, namespace: team-a, labels: {app: w, team: x}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: w}}
+  template:
+    metadata: {labels: {app: w}}
+    spec: {containers: [{name: w, image: "w:1"}]}
+"#,
+        )
+        .unwrap();
+    wait_reason(&env, "team-a", "newer", "Reconciled").await;
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"existingEnv": "Override"}}),
+    )
+    .await;
+    // The older policy now selects w too: it wins, but only after `newer` took its entries out.
+    env.patch_deployment(
+        "team-a",
+        "w",
+        json!({"metadata": {"labels": {"egress": "proxied"}}}),
+    )
+    .await;
+    wait_reason(&env, "team-a", "newer", "PolicyOverlap").await;
+    let w = eventually("w managed by outbound", || async {
+        let d = env.deployment("team-a", "w").await;
+        let refs: Vec<String> = container(&d, "w")
+            .env
+            .iter()
+            .flatten()
+            .filter_map(|e| secret_ref(e).or_else(|| cm_ref(e)).map(|r| r.0))
+            .collect();
+        (refs.len() == 6 && refs.iter().all(|r| r == "egress-proxy-outbound")).then_some(d)
+    })
+    .await;
+    assert!(hash(&w).is_some());
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let managed = Api::<Secret>::namespaced(env.client.clone(), "team-a")
+        .get("egress-proxy-outbound")
+        .await
+        .unwrap();
+    let originals: Vec<&String> = managed
+        .data
+        .as_ref()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("original."))
+        .collect();
+    assert!(
+        originals.is_empty(),
+        "another policy's entries were remembered as originals: {originals:?}"
+    );
     op.stop().await;
 }

@@ -62,14 +62,22 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
-    let sim = kube_sim::KubeSim::start(kube_sim::Config {
+    // The CRD goes first, so a user's own policies in `--load` files are served.
+    let dir = std::env::temp_dir().join(format!("egress-proxy-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let crd = dir.join("crd.yaml");
+    std::fs::write(&crd, crate::api::crd_yaml()?)?;
+    let mut load = vec![crd];
+    load.extend(args.load.iter().cloned());
+    let started = kube_sim::KubeSim::start(kube_sim::Config {
         listen: args.listen,
-        load: args.load.clone(),
+        load,
         controllers: true,
         ..Default::default()
     })
-    .await
-    .context("starting the in-memory API server")?;
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let sim = started.context("starting the in-memory API server")?;
     println!("In-memory Kubernetes API server on {}", sim.base_url());
     if args.load.is_empty() {
         let n = sim.apply_yaml(CLUSTER).context("built-in cluster facts")?;
@@ -81,8 +89,6 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             println!("  loaded {}", p.display());
         }
     }
-    sim.apply_yaml(&crate::api::crd_yaml()?)
-        .context("applying the CRD")?;
     for (name, yaml) in EXAMPLES {
         let n = sim
             .apply_yaml(yaml)

@@ -13,8 +13,9 @@ use crate::discovery::Overrides;
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
-    #[arg(long, env = "KUBECONFIG")]
+    /// Kubeconfig file. Default: $KUBECONFIG (one path or several, merged), then
+    /// ~/.kube/config, then the in-cluster config.
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context. Default: the current context.
     #[arg(long)]
@@ -115,14 +116,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let config = match &args.kubeconfig {
-            Some(path) => {
+        let opts = KubeConfigOptions {
+            context: args.context.clone(),
+            ..Default::default()
+        };
+        let config = match (&args.kubeconfig, &args.context) {
+            (Some(path), _) => {
                 let kc = Kubeconfig::read_from(path)
                     .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                let opts = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
                 kube::Config::from_custom_kubeconfig(kc, &opts).await?
             }
-            None => kube::Config::infer().await.context("no kubeconfig and not in a cluster")?,
+            // A context only makes sense in a kubeconfig: $KUBECONFIG or ~/.kube/config.
+            (None, Some(_)) => kube::Config::from_kubeconfig(&opts)
+                .await
+                .context("reading the kubeconfig for --context")?,
+            (None, None) => kube::Config::infer()
+                .await
+                .context("no kubeconfig and not in a cluster")?,
         };
         let api_host = config.cluster_url.host().map(|h| h.trim_matches(['[', ']']).to_owned());
         let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
@@ -135,6 +145,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             api_host,
             resolv_conf,
             workers: args.workers.max(1),
+            resync: Duration::from_secs(600),
             discovery_wait: Duration::from_secs(15),
         };
         tracing::info!(selector = %settings.namespace_selector, namespaces = ?settings.namespaces, "starting");

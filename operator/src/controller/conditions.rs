@@ -18,6 +18,7 @@ pub mod reason {
     pub const INVALID_SELECTOR: &str = "InvalidSelector";
     pub const DISCOVERY_INCOMPLETE: &str = "DiscoveryIncomplete";
     pub const NAMESPACE_NOT_ENABLED: &str = "NamespaceNotEnabled";
+    pub const MANAGED_OBJECT_CONFLICT: &str = "ManagedObjectConflict";
     pub const SUSPENDED: &str = "Suspended";
     pub const POLICY_OVERLAP: &str = "PolicyOverlap";
     pub const ENV_CONFLICT: &str = "EnvConflict";

@@ -54,6 +54,8 @@ pub struct Settings {
     pub resolv_conf: Option<String>,
     /// Policies reconciled at the same time.
     pub workers: u16,
+    /// How often a settled policy is re-evaluated even if nothing it watches changed.
+    pub resync: Duration,
     /// How long start-up waits for the cluster-scoped discovery caches before going on
     /// without them (their facts are then reported as not found).
     pub discovery_wait: Duration,
@@ -68,6 +70,7 @@ impl Default for Settings {
             api_host: None,
             resolv_conf: None,
             workers: 16,
+            resync: Duration::from_secs(600),
             discovery_wait: Duration::from_secs(15),
         }
     }
@@ -117,12 +120,32 @@ pub struct Ctx {
 #[derive(Default)]
 pub(crate) struct Recent {
     secrets: Writes<(String, String), BTreeMap<String, ByteString>>,
+    config_maps: Writes<(String, String), BTreeMap<String, String>>,
     workloads: Writes<WorkloadId, String>,
     statuses: Writes<(String, String), EgressProxyPolicyStatus>,
 }
 
-/// Key -> (the cached resourceVersion before the write, what was written).
-type Writes<K, V> = Mutex<HashMap<K, (Option<String>, V)>>;
+/// One remembered write: the resourceVersion the cache had before it, the one the server
+/// returned, and what was written.
+struct Written<V> {
+    before: Option<String>,
+    after: Option<String>,
+    value: V,
+}
+
+type Writes<K, V> = Mutex<HashMap<K, Written<V>>>;
+
+/// resourceVersions are opaque to clients, but every API server (and kube-sim) hands out
+/// increasing integers; when both parse, a cached version below the written one is stale.
+fn older(cached: Option<&String>, written: Option<&String>) -> bool {
+    match (
+        cached.and_then(|c| c.parse::<u64>().ok()),
+        written.and_then(|w| w.parse::<u64>().ok()),
+    ) {
+        (Some(c), Some(w)) => c < w,
+        _ => false,
+    }
+}
 
 fn recall<K: Eq + std::hash::Hash, V: Clone>(
     map: &Writes<K, V>,
@@ -130,24 +153,30 @@ fn recall<K: Eq + std::hash::Hash, V: Clone>(
     cached_rv: Option<&String>,
 ) -> Option<V> {
     let mut m = map.lock().ok()?;
-    match m.get(key) {
-        Some((before, v)) if before.as_ref() == cached_rv => Some(v.clone()),
-        Some(_) => {
-            m.remove(key);
-            None
-        }
-        None => None,
+    let w = m.get(key)?;
+    if w.before.as_ref() == cached_rv || older(cached_rv, w.after.as_ref()) {
+        return Some(w.value.clone());
     }
+    m.remove(key);
+    None
 }
 
 fn remember<K: Eq + std::hash::Hash, V>(
-    map: &Mutex<HashMap<K, (Option<String>, V)>>,
+    map: &Writes<K, V>,
     key: K,
     before: Option<String>,
-    v: V,
+    after: Option<String>,
+    value: V,
 ) {
     if let Ok(mut m) = map.lock() {
-        m.insert(key, (before, v));
+        m.insert(
+            key,
+            Written {
+                before,
+                after,
+                value,
+            },
+        );
     }
 }
 
@@ -166,23 +195,46 @@ impl Recent {
         &self,
         key: (String, String),
         before: Option<String>,
+        after: Option<String>,
         data: BTreeMap<String, ByteString>,
     ) {
-        remember(&self.secrets, key, before, data);
+        remember(&self.secrets, key, before, after, data);
     }
 
-    /// Whether `hash` was just written to this workload and the cache does not show it yet.
-    pub(crate) fn workload_in_flight(
+    /// The managed ConfigMap's data, the same way.
+    pub(crate) fn config_map_data(
         &self,
-        id: &WorkloadId,
-        cached_rv: Option<&String>,
-        hash: &str,
-    ) -> bool {
-        recall(&self.workloads, id, cached_rv).is_some_and(|h| h == hash)
+        key: &(String, String),
+        cached: Option<&ConfigMap>,
+    ) -> Option<BTreeMap<String, String>> {
+        let rv = cached.and_then(|s| s.metadata.resource_version.as_ref());
+        recall(&self.config_maps, key, rv).or_else(|| cached.and_then(|s| s.data.clone()))
     }
 
-    pub(crate) fn wrote_workload(&self, id: WorkloadId, before: Option<String>, hash: String) {
-        remember(&self.workloads, id, before, hash);
+    pub(crate) fn wrote_config_map(
+        &self,
+        key: (String, String),
+        before: Option<String>,
+        after: Option<String>,
+        data: BTreeMap<String, String>,
+    ) {
+        remember(&self.config_maps, key, before, after, data);
+    }
+
+    /// What was just written to this workload (a config hash, or the cleanup marker), if the
+    /// cache does not show it yet.
+    pub(crate) fn workload(&self, id: &WorkloadId, cached_rv: Option<&String>) -> Option<String> {
+        recall(&self.workloads, id, cached_rv)
+    }
+
+    pub(crate) fn wrote_workload(
+        &self,
+        id: WorkloadId,
+        before: Option<String>,
+        after: Option<String>,
+        what: String,
+    ) {
+        remember(&self.workloads, id, before, after, what);
     }
 
     /// The policy's status as last written, if the cached policy predates that write.
@@ -198,9 +250,10 @@ impl Recent {
         &self,
         key: (String, String),
         before: Option<String>,
+        after: Option<String>,
         status: EgressProxyPolicyStatus,
     ) {
-        remember(&self.statuses, key, before, status);
+        remember(&self.statuses, key, before, after, status);
     }
 }
 

@@ -23,6 +23,9 @@ pub struct WorkloadView {
     pub resource_version: Option<String>,
     /// The controller has seen the latest spec and every replica runs the latest template.
     pub rolled_out: bool,
+    /// The rollout cannot finish by itself: a paused Deployment or one past its progress
+    /// deadline. It does not hold one of the `maxConcurrent` slots.
+    pub stuck: bool,
 }
 
 /// A Deployment, StatefulSet or DaemonSet.
@@ -55,11 +58,17 @@ impl Workload for Deployment {
             && updated >= want
             && st.replicas.unwrap_or(0) <= updated
             && st.available_replicas.unwrap_or(0) >= updated;
+        let deadline = st.conditions.iter().flatten().any(|c| {
+            c.type_ == "Progressing"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+        });
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
+            stuck: spec.paused == Some(true) || deadline,
             rolled_out,
         })
     }
@@ -71,15 +80,24 @@ impl Workload for StatefulSet {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
         let want = spec.replicas.unwrap_or(1);
+        // With OnDelete nothing rolls until someone deletes the Pods: done once observed.
+        let on_delete = spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.type_.as_deref())
+            == Some("OnDelete");
         let rolled_out = observed(self, st.observed_generation)
-            && st.updated_replicas.unwrap_or(0) >= want
-            && st.ready_replicas.unwrap_or(0) >= want
-            && (st.update_revision.is_none() || st.update_revision == st.current_revision);
+            && (on_delete
+                || (st.updated_replicas.unwrap_or(0) >= want
+                    && st.ready_replicas.unwrap_or(0) >= want
+                    && (st.update_revision.is_none()
+                        || st.update_revision == st.current_revision)));
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
+            stuck: false,
             rolled_out,
         })
     }
@@ -93,11 +111,17 @@ impl Workload for DaemonSet {
         let rolled_out = observed(self, st.observed_generation)
             && st.updated_number_scheduled.unwrap_or(0) >= st.desired_number_scheduled
             && st.number_available.unwrap_or(0) >= st.desired_number_scheduled;
+        let on_delete = spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.type_.as_deref())
+            == Some("OnDelete");
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
+            stuck: on_delete && !rolled_out,
             rolled_out,
         })
     }
@@ -113,18 +137,25 @@ pub fn strip<K: Resource>(o: &mut K) {
     }
 }
 
-/// Keeps only the Node fields discovery reads (no images, conditions or node info).
+/// Keeps only the Node fields discovery reads: name, pod CIDRs, providerID, addresses.
 pub fn strip_node(n: &mut Node) {
     strip(n);
-    if let Some(st) = n.status.as_mut() {
-        *st = k8s_openapi::api::core::v1::NodeStatus {
-            addresses: st.addresses.take(),
+    n.metadata.labels = None;
+    n.metadata.annotations = None;
+    n.metadata.owner_references = None;
+    n.spec = n.spec.take().map(|s| k8s_openapi::api::core::v1::NodeSpec {
+        pod_cidr: s.pod_cidr,
+        pod_cidrs: s.pod_cidrs,
+        provider_id: s.provider_id,
+        ..Default::default()
+    });
+    n.status = n
+        .status
+        .take()
+        .map(|s| k8s_openapi::api::core::v1::NodeStatus {
+            addresses: s.addresses,
             ..Default::default()
-        };
-    }
-    if let Some(spec) = n.spec.as_mut() {
-        spec.taints = None;
-    }
+        });
 }
 
 /// The discovery objects, read from the caches.

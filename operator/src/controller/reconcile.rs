@@ -97,6 +97,7 @@ pub(super) async fn reconcile(
     let key = (ns.clone(), name.clone());
     let r = Reconciler {
         managed: credentials::managed_name(&name),
+        rv: std::sync::Mutex::new(policy.meta().resource_version.clone()),
         policy,
         ctx: ctx.clone(),
         ns,
@@ -159,6 +160,8 @@ struct Reconciler {
     name: String,
     /// Name of the managed Secret and ConfigMap.
     managed: String,
+    /// The policy's resourceVersion as of this reconcile's own last write to it.
+    rv: std::sync::Mutex<Option<String>>,
 }
 
 impl Reconciler {
@@ -174,10 +177,25 @@ impl Reconciler {
             self.remove_finalizer().await?;
             return Ok(Action::await_change());
         }
+        if self.policy.spec.suspend {
+            let decided = vec![
+                cond(
+                    READY,
+                    false,
+                    reason::SUSPENDED,
+                    "spec.suspend is true: nothing is written until it is false",
+                ),
+                cond(RECONCILING, false, reason::SUSPENDED, "suspended"),
+                cond(STALLED, false, reason::SUSPENDED, "suspended"),
+            ];
+            self.finish(&old, old.clone(), decided, &[]).await?;
+            return Ok(Action::await_change());
+        }
+
         if !self.ctx.admitted(&self.ns) {
             let restored = self.cleanup_all().await?;
             let mut status = old.clone();
-            status.workloads = None;
+            status.workloads = Some(WorkloadCounts::default());
             let msg = format!(
                 "namespace {} is not admitted by the operator's namespace selector {:?}; nothing is injected{}",
                 self.ns,
@@ -198,21 +216,6 @@ impl Reconciler {
             self.remove_finalizer().await?;
             return Ok(Action::await_change());
         }
-        if self.policy.spec.suspend {
-            let decided = vec![
-                cond(
-                    READY,
-                    false,
-                    reason::SUSPENDED,
-                    "spec.suspend is true: nothing is written until it is false",
-                ),
-                cond(RECONCILING, false, reason::SUSPENDED, "suspended"),
-                cond(STALLED, false, reason::SUSPENDED, "suspended"),
-            ];
-            self.finish(&old, old.clone(), decided, &[]).await?;
-            return Ok(Action::await_change());
-        }
-
         let eval = self.evaluate().await?;
         let views = self.views();
         let selector = match Selector::try_from(self.policy.spec.workload_selector.clone()) {
@@ -233,6 +236,9 @@ impl Reconciler {
             });
             return self.blocked(&old, eval.facts, b).await;
         };
+        if let Some(b) = self.name_taken().await? {
+            return self.blocked(&old, eval.facts, b).await;
+        }
         self.ensure_finalizer().await?;
 
         // Hash key and remembered originals live in the managed Secret.
@@ -269,14 +275,6 @@ impl Reconciler {
 
         let spec = &self.policy.spec;
         let names: Vec<String> = spec.containers.iter().map(|c| c.0.clone()).collect();
-        let inj = Injection {
-            containers: &names,
-            init_containers: spec.init_containers,
-            existing_env: spec.existing_env,
-            secret_name: &self.managed,
-            config_map_name: &self.managed,
-            hash: &hash,
-        };
 
         let mut mine = Vec::new();
         let mut overlaps = Vec::new();
@@ -300,7 +298,31 @@ impl Reconciler {
 
         let mut conflicts = Vec::new();
         let mut plans = Vec::new();
+        let mut held = Vec::new();
         for v in &mine {
+            // Another policy's entries are not the container's own: wait until it releases
+            // the workload rather than remembering them as originals.
+            if let Some(other) = self.held_by_other(v) {
+                held.push(format!(
+                    "{} (waiting for EgressProxyPolicy {other} to release it)",
+                    v.id
+                ));
+                continue;
+            }
+            let originals: Vec<Original> = self
+                .originals_of(v, &data)
+                .into_iter()
+                .map(|(_, o)| o)
+                .collect();
+            let inj = Injection {
+                containers: &names,
+                init_containers: spec.init_containers,
+                existing_env: spec.existing_env,
+                secret_name: &self.managed,
+                config_map_name: &self.managed,
+                hash: &hash,
+                originals: &originals,
+            };
             let plan = workloads::plan(&v.id, &v.template, &inj);
             for c in &plan.conflicts {
                 conflicts.push(format!("{}: {c}", v.id));
@@ -325,10 +347,14 @@ impl Reconciler {
             self.apply_secret(current.as_deref(), &data).await?;
             self.apply_config_map(&rendered.value).await?;
 
+            // A workload whose rollout cannot progress on its own (paused, past its deadline,
+            // OnDelete) does not hold a slot.
             let in_progress = mine
                 .iter()
                 .filter(|v| {
-                    workloads::current_hash(&v.template) == Some(hash.as_str()) && !v.rolled_out
+                    workloads::current_hash(&v.template) == Some(hash.as_str())
+                        && !v.rolled_out
+                        && !v.stuck
                 })
                 .count();
             let mut budget =
@@ -337,19 +363,17 @@ impl Reconciler {
                 if plan.write == Write::None || budget == 0 {
                     continue;
                 }
-                if self
-                    .ctx
-                    .recent
-                    .workload_in_flight(&v.id, v.resource_version.as_ref(), &hash)
-                {
+                let cached_rv = v.resource_version.as_ref();
+                if self.ctx.recent.workload(&v.id, cached_rv).as_deref() == Some(hash.as_str()) {
                     budget -= 1;
                     continue;
                 }
                 match self.write(&v.id, &plan.write).await {
-                    Ok(()) => {
+                    Ok(after) => {
                         self.ctx.recent.wrote_workload(
                             v.id.clone(),
                             v.resource_version.clone(),
+                            after,
                             hash.clone(),
                         );
                         changed.push(v.id.to_string());
@@ -363,7 +387,9 @@ impl Reconciler {
                 if self
                     .ctx
                     .recent
-                    .workload_in_flight(&v.id, v.resource_version.as_ref(), CLEANED)
+                    .workload(&v.id, v.resource_version.as_ref())
+                    .as_deref()
+                    == Some(CLEANED)
                 {
                     continue;
                 }
@@ -376,10 +402,11 @@ impl Reconciler {
                     &originals.iter().map(|(_, o)| o.clone()).collect::<Vec<_>>(),
                 ) {
                     match self.write(&v.id, &Write::Patch(patch)).await {
-                        Ok(()) => {
+                        Ok(after) => {
                             self.ctx.recent.wrote_workload(
                                 v.id.clone(),
                                 v.resource_version.clone(),
+                                after,
                                 CLEANED.into(),
                             );
                             restored.push(v.id.to_string());
@@ -399,22 +426,21 @@ impl Reconciler {
 
         // Status: a workload is up to date when it carries this config and finished rolling.
         let changed_set: BTreeSet<&str> = changed.iter().map(String::as_str).collect();
-        let mut pending = Vec::new();
+        let mut pending = held.clone();
         let mut up_to_date = 0;
         for (v, plan) in &plans {
             let written = changed_set.contains(v.id.to_string().as_str());
             if plan.write == Write::None && v.rolled_out {
                 up_to_date += 1;
             } else {
-                pending.push(format!(
-                    "{}{}",
-                    v.id,
-                    if written || plan.write == Write::None {
-                        ""
-                    } else {
-                        " (waiting)"
-                    }
-                ));
+                let note = if v.stuck {
+                    " (rollout not progressing)"
+                } else if written || plan.write == Write::None {
+                    ""
+                } else {
+                    " (waiting)"
+                };
+                pending.push(format!("{}{note}", v.id));
             }
         }
         let mut status = EgressProxyPolicyStatus {
@@ -474,7 +500,7 @@ impl Reconciler {
             return Err(Error::Workloads(failures.len()));
         }
         Ok(if pending.is_empty() {
-            Action::requeue(Duration::from_secs(600))
+            Action::requeue(self.ctx.settings.resync)
         } else {
             Action::requeue(Duration::from_secs(5))
         })
@@ -492,7 +518,7 @@ impl Reconciler {
         status.observed_generation = self.policy.meta().generation;
         self.finish(old, status, blocked(b.reason, b.message), &[])
             .await?;
-        Ok(Action::requeue(Duration::from_secs(600)))
+        Ok(Action::requeue(self.ctx.settings.resync))
     }
 
     async fn evaluate(&self) -> Result<Evaluation, Error> {
@@ -662,9 +688,14 @@ impl Reconciler {
         out
     }
 
-    async fn write(&self, id: &workloads::WorkloadId, w: &Write) -> Result<(), kube::Error> {
+    /// Writes one workload; returns the resourceVersion the server gave it.
+    async fn write(
+        &self,
+        id: &workloads::WorkloadId,
+        w: &Write,
+    ) -> Result<Option<String>, kube::Error> {
         let (params, patch) = match w {
-            Write::None => return Ok(()),
+            Write::None => return Ok(None),
             Write::Apply(body) => (
                 PatchParams::apply(FIELD_MANAGER).force(),
                 Patch::Apply(body),
@@ -682,15 +713,15 @@ impl Reconciler {
             WorkloadKind::Deployment => Api::<Deployment>::namespaced(c, &id.namespace)
                 .patch(&id.name, &params, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(c, &id.namespace)
                 .patch(&id.name, &params, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             WorkloadKind::DaemonSet => Api::<DaemonSet>::namespaced(c, &id.namespace)
                 .patch(&id.name, &params, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
         }
     }
 
@@ -739,7 +770,7 @@ impl Reconciler {
             data: Some(data.clone()),
             ..Default::default()
         };
-        Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
+        let written = Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
             .patch(
                 &self.managed,
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -751,9 +782,12 @@ impl Reconciler {
                 format!("{}/{}", self.ns, self.managed),
             ))?;
         let before = current.and_then(|s| s.metadata.resource_version.clone());
-        self.ctx
-            .recent
-            .wrote_secret(self.key_managed(), before, data.clone());
+        self.ctx.recent.wrote_secret(
+            self.key_managed(),
+            before,
+            written.metadata.resource_version,
+            data.clone(),
+        );
         Ok(())
     }
 
@@ -763,15 +797,23 @@ impl Reconciler {
             .ctx
             .config_maps
             .get(&ObjectRef::new(&self.managed).within(&self.ns));
-        if current.is_some_and(|c| c.data.as_ref() == Some(&data) && self.is_current(&c.metadata)) {
+        let known = self
+            .ctx
+            .recent
+            .config_map_data(&self.key_managed(), current.as_deref());
+        if current
+            .as_ref()
+            .is_some_and(|c| self.is_current(&c.metadata))
+            && known.as_ref() == Some(&data)
+        {
             return Ok(());
         }
         let cm = ConfigMap {
             metadata: self.managed_meta(),
-            data: Some(data),
+            data: Some(data.clone()),
             ..Default::default()
         };
-        Api::<ConfigMap>::namespaced(self.ctx.client.clone(), &self.ns)
+        let written = Api::<ConfigMap>::namespaced(self.ctx.client.clone(), &self.ns)
             .patch(
                 &self.managed,
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -782,17 +824,27 @@ impl Reconciler {
                 "applying ConfigMap",
                 format!("{}/{}", self.ns, self.managed),
             ))?;
+        let before = current.and_then(|c| c.metadata.resource_version.clone());
+        self.ctx.recent.wrote_config_map(
+            self.key_managed(),
+            before,
+            written.metadata.resource_version,
+            data,
+        );
         Ok(())
     }
 
     /// Removes what the operator added to every workload of the namespace and deletes the
     /// managed objects. Returns the workloads restored.
     async fn cleanup_all(&self) -> Result<Vec<String>, Error> {
-        let data = self
+        let cached = self
             .ctx
             .secrets
-            .get(&ObjectRef::new(&self.managed).within(&self.ns))
-            .and_then(|s| s.data.clone())
+            .get(&ObjectRef::new(&self.managed).within(&self.ns));
+        let data = self
+            .ctx
+            .recent
+            .secret_data(&self.key_managed(), cached.as_deref())
             .unwrap_or_default();
         let mut restored = Vec::new();
         for v in self.views() {
@@ -813,18 +865,34 @@ impl Reconciler {
                 &self.managed,
                 &originals,
             ) {
-                self.write(&v.id, &Write::Patch(patch))
+                if self
+                    .ctx
+                    .recent
+                    .workload(&v.id, v.resource_version.as_ref())
+                    .as_deref()
+                    == Some(CLEANED)
+                {
+                    continue;
+                }
+                let after = self
+                    .write(&v.id, &Write::Patch(patch))
                     .await
                     .map_err(Error::kube(
                         "removing proxy settings from",
                         v.id.to_string(),
                     ))?;
+                self.ctx.recent.wrote_workload(
+                    v.id.clone(),
+                    v.resource_version.clone(),
+                    after,
+                    CLEANED.into(),
+                );
                 restored.push(v.id.to_string());
             }
         }
         let dp = kube::api::DeleteParams::default();
         let key = ObjectRef::new(&self.managed).within(&self.ns);
-        if self.ctx.secrets.get(&key).is_some() {
+        if cached.is_some() || !data.is_empty() {
             delete_ok(
                 Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
                     .delete(&self.managed, &dp)
@@ -836,11 +904,13 @@ impl Reconciler {
                 format!("{}/{}", self.ns, self.managed),
             ))?;
         }
-        if self
-            .ctx
-            .config_maps
-            .get(&ObjectRef::new(&self.managed).within(&self.ns))
-            .is_some()
+        let cm = self.ctx.config_maps.get(&key);
+        if cm.is_some()
+            || self
+                .ctx
+                .recent
+                .config_map_data(&self.key_managed(), cm.as_deref())
+                .is_some()
         {
             delete_ok(
                 Api::<ConfigMap>::namespaced(self.ctx.client.clone(), &self.ns)
@@ -878,11 +948,13 @@ impl Reconciler {
             return Ok(());
         }
         f.push(FINALIZER.into());
-        let patch = json!({"metadata": {"finalizers": f, "resourceVersion": self.policy.resource_version()}});
-        self.api()
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+        let patch = json!({"metadata": {"finalizers": f, "resourceVersion": self.current_rv()}});
+        let p = self
+            .api()
+            .patch(&self.name, &self.params(), &Patch::Merge(&patch))
             .await
             .map_err(Error::kube("adding finalizer to", self.shown()))?;
+        self.set_rv(p.metadata.resource_version);
         Ok(())
     }
 
@@ -896,14 +968,33 @@ impl Reconciler {
         if f.len() == self.policy.finalizers().len() {
             return Ok(());
         }
-        let patch = json!({"metadata": {"finalizers": f, "resourceVersion": self.policy.resource_version()}});
+        let patch = json!({"metadata": {"finalizers": f, "resourceVersion": self.current_rv()}});
         delete_ok(
             self.api()
-                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(&self.name, &self.params(), &Patch::Merge(&patch))
                 .await
                 .map(drop),
         )
         .map_err(Error::kube("removing finalizer from", self.shown()))
+    }
+
+    /// Merge patches of the policy carry the resourceVersion, so a finalizer list that
+    /// changed meanwhile is a conflict (retried) rather than overwritten.
+    fn current_rv(&self) -> Option<String> {
+        self.rv.lock().ok().and_then(|r| r.clone())
+    }
+
+    fn set_rv(&self, rv: Option<String>) {
+        if let (Ok(mut r), Some(rv)) = (self.rv.lock(), rv) {
+            *r = Some(rv);
+        }
+    }
+
+    fn params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        }
     }
 
     fn key(&self) -> (String, String) {
@@ -912,6 +1003,80 @@ impl Reconciler {
 
     fn key_managed(&self) -> (String, String) {
         (self.ns.clone(), self.managed.clone())
+    }
+
+    /// A Secret or ConfigMap that already has the managed name but is not this policy's: it
+    /// is never taken over (or later deleted).
+    async fn name_taken(&self) -> Result<Option<Blocker>, Error> {
+        let key = ObjectRef::new(&self.managed).within(&self.ns);
+        let mine = |labels: Option<&BTreeMap<String, String>>| {
+            labels.and_then(|l| l.get(POLICY_LABEL)) == Some(&self.name)
+        };
+        let secret_known = self
+            .ctx
+            .secrets
+            .get(&key)
+            .is_some_and(|s| mine(s.metadata.labels.as_ref()))
+            || self
+                .ctx
+                .recent
+                .secret_data(&self.key_managed(), None)
+                .is_some();
+        if !secret_known {
+            let found = Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
+                .get_metadata_opt(&self.managed)
+                .await
+                .map_err(Error::kube(
+                    "reading Secret",
+                    format!("{}/{}", self.ns, self.managed),
+                ))?;
+            if let Some(m) = found
+                && !mine(m.metadata.labels.as_ref())
+            {
+                return Ok(Some(taken("Secret", &self.ns, &self.managed)));
+            }
+        }
+        let cm_known = self
+            .ctx
+            .config_maps
+            .get(&ObjectRef::new(&self.managed).within(&self.ns))
+            .is_some_and(|c| mine(c.metadata.labels.as_ref()))
+            || self
+                .ctx
+                .recent
+                .config_map_data(&self.key_managed(), None)
+                .is_some();
+        if !cm_known {
+            let found = Api::<ConfigMap>::namespaced(self.ctx.client.clone(), &self.ns)
+                .get_metadata_opt(&self.managed)
+                .await
+                .map_err(Error::kube(
+                    "reading ConfigMap",
+                    format!("{}/{}", self.ns, self.managed),
+                ))?;
+            if let Some(m) = found
+                && !mine(m.metadata.labels.as_ref())
+            {
+                return Ok(Some(taken("ConfigMap", &self.ns, &self.managed)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Another policy of the namespace whose entries the workload still carries.
+    fn held_by_other(&self, v: &WorkloadView) -> Option<String> {
+        self.ctx
+            .policies
+            .state()
+            .iter()
+            .filter(|p| {
+                p.namespace().as_deref() == Some(self.ns.as_str()) && p.name_any() != self.name
+            })
+            .map(|p| p.name_any())
+            .find(|other| {
+                let m = credentials::managed_name(other);
+                workloads::has_entries(&v.template, &m, &m)
+            })
     }
 
     /// A workload this policy no longer selects that still carries what it added: its entries,
@@ -958,7 +1123,8 @@ impl Reconciler {
                 "kind": "EgressProxyPolicy",
                 "status": status,
             });
-            self.api()
+            let written = self
+                .api()
                 .patch_status(
                     &self.name,
                     &PatchParams::apply(FIELD_MANAGER).force(),
@@ -967,9 +1133,11 @@ impl Reconciler {
                 .await
                 .map_err(Error::kube("writing status of", self.shown()))?;
             let before = self.policy.meta().resource_version.clone();
+            let after = written.metadata.resource_version.clone();
+            self.set_rv(after.clone());
             self.ctx
                 .recent
-                .wrote_status(self.key(), before, status.clone());
+                .wrote_status(self.key(), before, after, status.clone());
         }
         let before = conditions::ready_of(&old.conditions);
         let after = conditions::ready_of(&status.conditions);
@@ -1013,6 +1181,7 @@ impl Reconciler {
             reporting_instance: Some(self.ctx.instance.clone()),
             ..Default::default()
         };
+        tracing::info!(policy = %self.shown(), reason, note = %cut(&note, 1000), "event");
         let api = Api::<Event>::namespaced(self.ctx.client.clone(), &self.ns);
         if let Err(e) = api.create(&PostParams::default(), &ev).await {
             tracing::warn!(policy = %self.shown(), error = %e, "publishing event failed");
@@ -1025,6 +1194,15 @@ impl Reconciler {
 enum EventType {
     Normal,
     Warning,
+}
+
+fn taken(kind: &str, ns: &str, name: &str) -> Blocker {
+    Blocker {
+        reason: reason::MANAGED_OBJECT_CONFLICT,
+        message: format!(
+            "{kind} {ns}/{name} already exists and is not managed by this policy (label {POLICY_LABEL}); the operator will not take it over: rename the policy or that {kind}"
+        ),
+    }
 }
 
 fn delete_ok(r: Result<(), kube::Error>) -> Result<(), kube::Error> {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Map, Value, json};
 
 use super::{
@@ -38,21 +38,7 @@ pub fn cleanup_patch(
                     let ours = env
                         .iter()
                         .find(|e| e.name == *var && is_ours(e, secret_name, config_map_name))?;
-                    let original = originals
-                        .iter()
-                        .find(|o| o.container == c.name && o.env.name == *var);
-                    Some(match original {
-                        None => json!({"name": var, "$patch": "delete"}),
-                        Some(o) => {
-                            let to_json = |f| serde_json::to_value(f).unwrap_or(Value::Null);
-                            let old = ours.value_from.as_ref().map(to_json);
-                            let value_from = match o.env.value_from.as_ref().map(to_json) {
-                                Some(new) => replacing(old.as_ref(), &new),
-                                None => Value::Null,
-                            };
-                            json!({"name": var, "value": o.env.value, "valueFrom": value_from})
-                        }
-                    })
+                    Some(removal(ours, var, &c.name, originals))
                 })
                 .collect();
             if !items.is_empty() {
@@ -72,6 +58,26 @@ pub fn cleanup_patch(
         tpl["spec"] = Value::Object(spec);
     }
     Some(json!({"spec": {"template": tpl}}))
+}
+
+/// The patch entry that takes our `var` out of `container`: the container's original entry
+/// when one is remembered, otherwise a delete.
+pub(crate) fn removal(ours: &EnvVar, var: &str, container: &str, originals: &[Original]) -> Value {
+    let original = originals
+        .iter()
+        .find(|o| o.container == container && o.env.name == var);
+    match original {
+        None => json!({"name": var, "$patch": "delete"}),
+        Some(o) => {
+            let to_json = |f| serde_json::to_value(f).unwrap_or(Value::Null);
+            let old = ours.value_from.as_ref().map(to_json);
+            let value_from = match o.env.value_from.as_ref().map(to_json) {
+                Some(new) => replacing(old.as_ref(), &new),
+                None => Value::Null,
+            };
+            json!({"name": var, "value": o.env.value, "valueFrom": value_from})
+        }
+    }
 }
 
 /// Key of the managed Secret's data under which the [`Original`] of `variable` in

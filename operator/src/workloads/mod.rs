@@ -75,6 +75,9 @@ pub struct Injection<'a> {
     pub config_map_name: &'a str,
     /// Value of the [`CONFIG_HASH`] annotation.
     pub hash: &'a str,
+    /// This workload's remembered originals: an entry of ours that must go is replaced by the
+    /// container's original instead of deleted.
+    pub originals: &'a [Original],
 }
 
 /// How to bring a workload to the desired state.
@@ -313,7 +316,7 @@ pub fn plan(id: &WorkloadId, template: &PodTemplateSpec, inj: &Injection) -> Pla
         .collect();
     let replaces = !overridden.is_empty() || plans.iter().any(|p| !p.stale.is_empty());
     let write = if replaces {
-        Write::Patch(patch_body(&plans, inj.hash))
+        Write::Patch(patch_body(&plans, inj))
     } else if plans.iter().all(|p| p.up_to_date) && current_hash(template) == Some(inj.hash) {
         Write::None
     } else {
@@ -402,13 +405,15 @@ fn replacing_entry(c: &Container, desired: &EnvVar) -> Value {
     })
 }
 
-fn patch_body(plans: &[ContainerPlan], hash: &str) -> Value {
+fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Value {
+    let hash = inj.hash;
     let spec = pod_spec(plans, |p| {
         let set = p.desired.iter().map(|d| replacing_entry(p.container, d));
-        let delete = p
-            .stale
-            .iter()
-            .map(|n| json!({"name": n, "$patch": "delete"}));
+        let env = p.container.env.as_deref().unwrap_or_default();
+        let delete = p.stale.iter().filter_map(|n| {
+            let ours = env.iter().find(|e| e.name == *n)?;
+            Some(cleanup::removal(ours, n, &p.container.name, inj.originals))
+        });
         set.chain(delete).collect()
     });
     json!({"spec": {"template": {

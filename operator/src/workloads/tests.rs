@@ -26,6 +26,7 @@ fn inj<'a>(containers: &'a [String], hash: &'a str) -> Injection<'a> {
         secret_name: S,
         config_map_name: S,
         hash,
+        originals: &[],
     }
 }
 
@@ -580,4 +581,31 @@ fn originals_round_trip_through_secret_data() {
         ..id()
     };
     assert!(originals_of(&other, &t, &data).is_empty());
+}
+
+#[test]
+fn a_container_leaving_the_selection_gets_its_overridden_original_back() {
+    // `app` had its own HTTP_PROXY; Override replaced it and remembered the original.
+    let t = with_own(json!([{"name": "HTTP_PROXY", "value": "http://own:8080"}]));
+    let mut i = inj(&[], HASH);
+    i.existing_env = ExistingEnv::Override;
+    let p = plan(&id(), &t, &i);
+    let originals = p.overridden.clone();
+    let t = after(&t, &p.write);
+    // Now only `sidecar` is selected: `app` must get its own value back, not lose it.
+    let names = vec!["sidecar".to_owned()];
+    let mut i = inj(&names, HASH);
+    i.existing_env = ExistingEnv::Override;
+    i.originals = &originals;
+    let p = plan(&id(), &t, &i);
+    let t2 = after(&t, &p.write);
+    let app = env_of(&t2, "app");
+    assert_eq!(app.len(), 1, "{app:?}");
+    assert_eq!(app[0].name, "HTTP_PROXY");
+    assert_eq!(app[0].value.as_deref(), Some("http://own:8080"));
+    assert!(app[0].value_from.is_none());
+    // Without the originals the entry is simply removed.
+    i.originals = &[];
+    let t3 = after(&t, &plan(&id(), &t, &i).write);
+    assert!(env_of(&t3, "app").is_empty());
 }

@@ -60,6 +60,8 @@ impl Env {
         Settings {
             api_host: Some("127.0.0.1".into()),
             discovery_wait: Duration::from_secs(5),
+            // Real resyncs inside every test's waiting time: they must write nothing.
+            resync: Duration::from_secs(1),
             ..Default::default()
         }
     }
@@ -93,14 +95,16 @@ impl Env {
             .expect("get deployment")
     }
 
-    /// Writes by the operator's field manager so far.
+    /// Writes by the operator so far: everything under its field manager (workloads, managed
+    /// objects, status, finalizers) and the Events it creates (only the operator creates them).
     pub fn operator_writes(&self) -> u64 {
-        self.sim
-            .request_counts()
+        let counts = self.sim.request_counts();
+        counts
             .by_field_manager
             .get("egress-proxy-operator")
             .copied()
             .unwrap_or(0)
+            + counts.get("create", "events")
     }
 
     pub fn count(&self, verb: &str, resource: &str) -> u64 {
