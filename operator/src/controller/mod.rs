@@ -116,7 +116,7 @@ pub struct Ctx {
 
 /// What this operator wrote, remembered until its caches show the write: a reconcile that
 /// runs in between must neither write the same thing again nor mint a new hash key.
-/// Each entry holds the resourceVersion the cache had before the write.
+/// Each entry holds the resourceVersions before and after the write.
 #[derive(Default)]
 pub(crate) struct Recent {
     secrets: Writes<(String, String), BTreeMap<String, ByteString>>,
@@ -624,4 +624,43 @@ fn policies_using(
         })
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_remembered_until_the_cache_reaches_it() {
+        let w: Writes<&str, u32> = Mutex::default();
+        let rv = |s: &str| Some(s.to_owned());
+        remember(&w, "k", rv("5"), rv("9"), 1);
+        assert_eq!(
+            recall(&w, &"k", rv("5").as_ref()),
+            Some(1),
+            "cache still before the write"
+        );
+        assert_eq!(
+            recall(&w, &"k", rv("7").as_ref()),
+            Some(1),
+            "an in-between version"
+        );
+        assert_eq!(
+            recall(&w, &"k", rv("9").as_ref()),
+            None,
+            "the cache shows the write"
+        );
+        assert_eq!(
+            recall(&w, &"k", rv("5").as_ref()),
+            None,
+            "and the entry is gone"
+        );
+        // Versions that are not numbers: only the exact version before the write is stale.
+        remember(&w, "k", rv("a"), rv("c"), 2);
+        assert_eq!(recall(&w, &"k", rv("a").as_ref()), Some(2));
+        assert_eq!(recall(&w, &"k", rv("b").as_ref()), None);
+        // An object the cache did not have yet.
+        remember(&w, "new", None, rv("3"), 3);
+        assert_eq!(recall(&w, &"new", None), Some(3));
+    }
 }
