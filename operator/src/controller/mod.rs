@@ -221,6 +221,17 @@ impl Recent {
         remember(&self.config_maps, key, before, after, data);
     }
 
+    /// Forgets the managed objects of a policy once they are deleted, so a cache that
+    /// no longer has them is not mistaken for one that has not seen them yet.
+    pub(crate) fn forget_managed(&self, key: &(String, String)) {
+        if let Ok(mut m) = self.secrets.lock() {
+            m.remove(key);
+        }
+        if let Ok(mut m) = self.config_maps.lock() {
+            m.remove(key);
+        }
+    }
+
     /// What was just written to this workload (a config hash, or the cleanup marker), if the
     /// cache does not show it yet.
     pub(crate) fn workload(&self, id: &WorkloadId, cached_rv: Option<&String>) -> Option<String> {

@@ -139,9 +139,8 @@ struct Blocker {
 /// What the policy asks for, evaluated against the cluster.
 struct Evaluation {
     facts: DiscoveredFacts,
-    rendered: Option<Rendered>,
-    urls: Option<ProxyUrls>,
-    blocker: Option<Blocker>,
+    /// The NO_PROXY value and the proxy URLs, or why the policy cannot be applied.
+    config: Result<(Rendered, ProxyUrls), Blocker>,
 }
 
 /// How the policy relates to one workload of its namespace.
@@ -228,13 +227,9 @@ impl Reconciler {
                 return self.blocked(&old, eval.facts, b).await;
             }
         };
-        let (Some(rendered), Some(urls), None) = (eval.rendered, eval.urls, eval.blocker.as_ref())
-        else {
-            let b = eval.blocker.unwrap_or(Blocker {
-                reason: reason::DISCOVERY_INCOMPLETE,
-                message: "nothing to apply".into(),
-            });
-            return self.blocked(&old, eval.facts, b).await;
+        let (rendered, urls) = match eval.config {
+            Ok(config) => config,
+            Err(b) => return self.blocked(&old, eval.facts, b).await,
         };
         if let Some(b) = self.name_taken().await? {
             return self.blocked(&old, eval.facts, b).await;
@@ -553,27 +548,20 @@ impl Reconciler {
                 ),
             });
         }
-        let rendered = render(spec.no_proxy.dialect, &IntentSet::new(intents));
-        let urls = if blocker.is_none() {
-            match self.credentials().await? {
-                Ok(u) => Some(u),
-                Err(e) => {
-                    blocker = Some(Blocker {
-                        reason: e.reason(),
-                        message: e.to_string(),
-                    });
-                    None
-                }
-            }
-        } else {
-            None
+        let config = match blocker {
+            Some(b) => Err(b),
+            None => match self.credentials().await? {
+                Ok(urls) => Ok((
+                    render(spec.no_proxy.dialect, &IntentSet::new(intents)),
+                    urls,
+                )),
+                Err(e) => Err(Blocker {
+                    reason: e.reason(),
+                    message: e.to_string(),
+                }),
+            },
         };
-        Ok(Evaluation {
-            facts,
-            rendered: Some(rendered),
-            urls,
-            blocker,
-        })
+        Ok(Evaluation { facts, config })
     }
 
     /// The active slot's proxy URLs, or why they cannot be used.
@@ -755,13 +743,15 @@ impl Reconciler {
         }) && meta.owner_references == want.owner_references
     }
 
+    /// Applies the managed Secret unless the cache, or our own write it has not seen yet,
+    /// already holds `data`.
     async fn apply_secret(
         &self,
         current: Option<&Secret>,
         data: &BTreeMap<String, ByteString>,
     ) -> Result<(), Error> {
         let known = self.ctx.recent.secret_data(&self.key_managed(), current);
-        if current.is_some_and(|s| self.is_current(&s.metadata)) && known.as_ref() == Some(data) {
+        if known.as_ref() == Some(data) && current.is_none_or(|s| self.is_current(&s.metadata)) {
             return Ok(());
         }
         let secret = Secret {
@@ -770,27 +760,16 @@ impl Reconciler {
             data: Some(data.clone()),
             ..Default::default()
         };
-        let written = Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
-            .patch(
-                &self.managed,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&secret),
-            )
-            .await
-            .map_err(Error::kube(
-                "applying Secret",
-                format!("{}/{}", self.ns, self.managed),
-            ))?;
+        let after = self.apply_managed(&secret, "applying Secret").await?;
         let before = current.and_then(|s| s.metadata.resource_version.clone());
-        self.ctx.recent.wrote_secret(
-            self.key_managed(),
-            before,
-            written.metadata.resource_version,
-            data.clone(),
-        );
+        let key = self.key_managed();
+        self.ctx
+            .recent
+            .wrote_secret(key, before, after, data.clone());
         Ok(())
     }
 
+    /// Applies the managed ConfigMap (NO_PROXY) the same way.
     async fn apply_config_map(&self, no_proxy: &str) -> Result<(), Error> {
         let data = BTreeMap::from([("NO_PROXY".to_owned(), no_proxy.to_owned())]);
         let current = self
@@ -801,10 +780,10 @@ impl Reconciler {
             .ctx
             .recent
             .config_map_data(&self.key_managed(), current.as_deref());
-        if current
-            .as_ref()
-            .is_some_and(|c| self.is_current(&c.metadata))
-            && known.as_ref() == Some(&data)
+        if known.as_ref() == Some(&data)
+            && current
+                .as_ref()
+                .is_none_or(|c| self.is_current(&c.metadata))
         {
             return Ok(());
         }
@@ -813,25 +792,31 @@ impl Reconciler {
             data: Some(data.clone()),
             ..Default::default()
         };
-        let written = Api::<ConfigMap>::namespaced(self.ctx.client.clone(), &self.ns)
+        let after = self.apply_managed(&cm, "applying ConfigMap").await?;
+        let before = current.and_then(|c| c.metadata.resource_version.clone());
+        let key = self.key_managed();
+        self.ctx.recent.wrote_config_map(key, before, after, data);
+        Ok(())
+    }
+
+    /// Server-side apply of one managed object; returns its new resourceVersion.
+    async fn apply_managed<K>(&self, obj: &K, action: &'static str) -> Result<Option<String>, Error>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let written = Api::<K>::namespaced(self.ctx.client.clone(), &self.ns)
             .patch(
                 &self.managed,
                 &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&cm),
+                &Patch::Apply(obj),
             )
             .await
-            .map_err(Error::kube(
-                "applying ConfigMap",
-                format!("{}/{}", self.ns, self.managed),
-            ))?;
-        let before = current.and_then(|c| c.metadata.resource_version.clone());
-        self.ctx.recent.wrote_config_map(
-            self.key_managed(),
-            before,
-            written.metadata.resource_version,
-            data,
-        );
-        Ok(())
+            .map_err(Error::kube(action, format!("{}/{}", self.ns, self.managed)))?;
+        Ok(written.meta().resource_version.clone())
     }
 
     /// Removes what the operator added to every workload of the namespace and deletes the
@@ -923,6 +908,7 @@ impl Reconciler {
                 format!("{}/{}", self.ns, self.managed),
             ))?;
         }
+        self.ctx.recent.forget_managed(&self.key_managed());
         if !restored.is_empty() {
             self.event(
                 EventType::Normal,
