@@ -56,6 +56,14 @@ fn kubectl(kc: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// One field of a Deployment, through kubectl's jsonpath.
+fn deployment_field(kc: &Path, ns: &str, name: &str, jsonpath: &str) -> String {
+    let jsonpath = format!("jsonpath={jsonpath}");
+    kubectl(kc, &["-n", ns, "get", "deployment", name, "-o", &jsonpath])
+}
+
+const HASH: &str = "{.spec.template.metadata.annotations.egressproxy\\.io/config-hash}";
+
 #[test]
 fn demo_reports_what_it_did_and_kubectl_sees_it() {
     let dir = std::env::temp_dir().join(format!("epo-demo-test-{}", std::process::id()));
@@ -125,45 +133,17 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
             "--timeout=20s",
         ],
     );
-    let refs = kubectl(
+    let refs = deployment_field(
         &kc,
-        &[
-            "-n",
-            "team-a",
-            "get",
-            "deployment",
-            "api",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].env[*].valueFrom.secretKeyRef.name}",
-        ],
+        "team-a",
+        "api",
+        "{.spec.template.spec.containers[0].env[*].valueFrom.secretKeyRef.name}",
     );
     assert!(refs.contains("egress-proxy-outbound"), "{refs}");
-    let hash_before = kubectl(
-        &kc,
-        &[
-            "-n",
-            "team-a",
-            "get",
-            "deployment",
-            "api",
-            "-o",
-            "jsonpath={.spec.template.metadata.annotations.egressproxy\\.io/config-hash}",
-        ],
-    );
+    let hash_before = deployment_field(&kc, "team-a", "api", HASH);
 
     // A new password: the demo reports the rollout, the hash changes, team-b is untouched.
-    let team_b = kubectl(
-        &kc,
-        &[
-            "-n",
-            "team-b",
-            "get",
-            "deployment",
-            "billing",
-            "-o",
-            "jsonpath={.metadata.generation}",
-        ],
-    );
+    let team_b = deployment_field(&kc, "team-b", "billing", "{.metadata.generation}");
     kubectl(
         &kc,
         &[
@@ -187,33 +167,11 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
             .contains("team-a/outbound"),
         "{after}"
     );
-    let hash_after = kubectl(
-        &kc,
-        &[
-            "-n",
-            "team-a",
-            "get",
-            "deployment",
-            "api",
-            "-o",
-            "jsonpath={.spec.template.metadata.annotations.egressproxy\\.io/config-hash}",
-        ],
-    );
+    let hash_after = deployment_field(&kc, "team-a", "api", HASH);
     assert_ne!(hash_before, hash_after);
     assert_eq!(
         team_b,
-        kubectl(
-            &kc,
-            &[
-                "-n",
-                "team-b",
-                "get",
-                "deployment",
-                "billing",
-                "-o",
-                "jsonpath={.metadata.generation}"
-            ]
-        )
+        deployment_field(&kc, "team-b", "billing", "{.metadata.generation}")
     );
 
     // Ctrl-C stops it cleanly.
