@@ -1,108 +1,18 @@
-//! Verb semantics on top of the store: create, update, patch, get.
+//! Verb semantics on top of the store: create, update, patch, apply, get.
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
 use crate::kinds::{normalize, sync_crd, validate_custom, validate_name};
+use crate::object::{Target, finalizers, meta_mut, meta_str, now, output};
 use crate::patch::{PatchKind, apply_patch};
 use crate::resources::{GroupResource, ResourceType};
-use crate::store::{Key, Store, key_of, owner_uids, rv_of, uid_of};
+use crate::store::{Store, key_of, owner_uids, rv_of, uid_of};
 
 use crate::delete::orphan_check;
 pub use crate::delete::{DeleteOptions, collect_garbage, delete};
-
-/// A resolved request target.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub rt: Arc<ResourceType>,
-    /// Namespace from the URL (None for cluster-scoped and all-namespaces requests).
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
-    /// Field manager of a write (fieldManager, else derived from the User-Agent).
-    pub manager: Option<String>,
-}
-
-impl Target {
-    pub(crate) fn gr(&self) -> GroupResource {
-        self.rt.group_resource()
-    }
-
-    pub(crate) fn key(&self) -> Key {
-        (
-            self.namespace.clone().unwrap_or_default(),
-            self.name.clone().unwrap_or_default(),
-        )
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or_default()
-    }
-
-    pub(crate) fn not_found(&self) -> ApiError {
-        ApiError::not_found(&self.rt.group, &self.rt.plural, self.name())
-    }
-}
-
-/// An object as served at the requested version.
-pub fn output(rt: &ResourceType, obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.insert("apiVersion".into(), Value::String(rt.api_version()));
-        m.insert("kind".into(), Value::String(rt.kind.clone()));
-    }
-    o
-}
-
-pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// `metadata` of an object, created when missing (a non-object value is replaced).
-pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.is_object() {
-        *obj = json!({});
-    }
-    let meta = &mut obj["metadata"];
-    if !meta.is_object() {
-        *meta = json!({});
-    }
-    match meta {
-        Value::Object(m) => m,
-        // Unreachable: metadata was just made an object.
-        _ => unreachable!("metadata is an object"),
-    }
-}
-
-pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    obj.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-}
-
-pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-pub(crate) fn set_finalizers(obj: &mut Value, f: &[String]) {
-    let m = meta_mut(obj);
-    if f.is_empty() {
-        m.remove("finalizers");
-    } else {
-        m.insert("finalizers".into(), json!(f));
-    }
-}
 
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -503,6 +413,29 @@ pub fn patch(
         }
     }
     update(store, t, patched, dry_run)
+}
+
+/// PATCH with `application/apply-patch+yaml` (server-side apply).
+pub(crate) fn apply(
+    store: &mut Store,
+    t: &Target,
+    body: &[u8],
+    manager: Option<&str>,
+    force: bool,
+    dry_run: bool,
+) -> ApiResult<Value> {
+    let existing = get(store, t).ok();
+    let (live, managed) = crate::apply::plan(store, t, existing.as_ref(), body, manager, force)?;
+    match existing {
+        Some(_) => update_with(store, t, live, dry_run, Some(managed)),
+        None => {
+            let collection = Target {
+                name: None,
+                ..t.clone()
+            };
+            create_with(store, &collection, live, dry_run, Some(managed))
+        }
+    }
 }
 
 /// The object at the target, as served.

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{self, Target, now};
 use crate::error::{ApiError, ApiResult};
+use crate::object::{Target, now};
 use crate::patch::{is_set_list, merge_key};
 use crate::resources::ResourceType;
 use crate::store::Store;
@@ -383,15 +383,16 @@ fn render_path(p: &Path) -> String {
         .collect()
 }
 
-/// PATCH with `application/apply-patch+yaml`.
-pub fn apply(
-    store: &mut Store,
+/// Server-side apply of `body` by `manager` onto `existing` (the object as served; None when
+/// the apply creates it): the object to write and its new managedFields. `api::apply` writes it.
+pub(crate) fn plan(
+    store: &Store,
     t: &Target,
+    existing: Option<&Value>,
     body: &[u8],
     manager: Option<&str>,
     force: bool,
-    dry_run: bool,
-) -> ApiResult<Value> {
+) -> ApiResult<(Value, Value)> {
     let rt: &ResourceType = &t.rt;
     let name = t.name.clone().unwrap_or_default();
     let sub = t.subresource.clone().unwrap_or_default();
@@ -454,11 +455,10 @@ pub fn apply(
     let mut applied = FieldSet::new();
     fields_of(&cfg, &lists, &mut Vec::new(), &mut Vec::new(), &mut applied);
 
-    let existing = api::get(store, t).ok();
     if existing.is_none() && sub == "status" {
         return Err(ApiError::not_found(&rt.group, &rt.plural, &name));
     }
-    let mut live = existing.clone().unwrap_or_else(|| json!({}));
+    let mut live = existing.cloned().unwrap_or_else(|| json!({}));
     let mut all = entries(&live);
     let previous: FieldSet = all
         .iter()
@@ -550,20 +550,12 @@ pub fn apply(
     if let Some(m) = live.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
     }
-    let managed = Value::Array(managed);
-    match existing {
-        Some(_) => api::update_with(store, t, live, dry_run, Some(managed)),
-        None => {
-            let collection = Target {
-                name: None,
-                ..t.clone()
-            };
-            if let Some(m) = live.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.insert("name".into(), json!(name));
-            }
-            api::create_with(store, &collection, live, dry_run, Some(managed))
-        }
+    if existing.is_none()
+        && let Some(m) = live.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        m.insert("name".into(), json!(name));
     }
+    Ok((live, Value::Array(managed)))
 }
 
 fn entry(manager: &str, operation: &str, sub: &str, api_version: &str, fields: &FieldSet) -> Value {

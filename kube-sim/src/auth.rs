@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use crate::api::Target;
 use crate::error::ApiError;
 use crate::kubeconfig::ADMIN_TOKEN;
+use crate::object::Target;
 use crate::resources::GroupResource;
 use crate::store::Store;
 

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::api::{self, Target, now};
+use crate::api;
+use crate::object::{Target, now};
 use crate::resources::GroupResource;
 use crate::server::Shared;
 use crate::store::{Broadcast, Change, EventType, Store};

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{Target, finalizers, meta_mut, now, output, set_finalizers};
 use crate::error::{ApiError, ApiResult, success_status};
 use crate::kinds::sync_crd;
+use crate::object::{Target, finalizers, meta_mut, now, output, set_finalizers};
 use crate::resources::GroupResource;
 use crate::store::{Key, Store, key_of, owner_uids, rv_of, uid_of};
 

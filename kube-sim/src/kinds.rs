@@ -3,8 +3,8 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::api::{meta_str, now};
 use crate::error::{ApiError, ApiResult};
+use crate::object::{meta_str, now};
 use crate::resources::{GroupResource, ResourceType, types_from_crd};
 use crate::store::{Key, Store};
 

@@ -2,30 +2,31 @@
 //!
 //! Start it in-process with [`KubeSim::start`], or run the `kube-sim` binary.
 
-pub mod accept;
-pub mod api;
-pub mod apply;
-pub mod auth;
-pub mod controllers;
-pub mod delete;
-pub mod discovery;
-pub mod error;
+pub(crate) mod accept;
+pub(crate) mod api;
+pub(crate) mod apply;
+pub(crate) mod auth;
+pub(crate) mod controllers;
+pub(crate) mod delete;
+pub(crate) mod discovery;
+pub(crate) mod error;
 pub mod hooks;
-pub mod kinds;
+pub(crate) mod kinds;
 pub mod kubeconfig;
-pub mod list;
-pub mod load;
-pub mod openapi;
-pub mod patch;
-pub mod resources;
-pub mod routing;
-pub mod scale;
-pub mod schema;
-pub mod selectors;
-pub mod server;
-pub mod store;
-pub mod table;
-pub mod watch;
+pub(crate) mod list;
+pub(crate) mod load;
+pub(crate) mod object;
+pub(crate) mod openapi;
+pub(crate) mod patch;
+pub(crate) mod resources;
+pub(crate) mod routing;
+pub(crate) mod scale;
+pub(crate) mod schema;
+pub(crate) mod selectors;
+pub(crate) mod server;
+pub(crate) mod store;
+pub(crate) mod table;
+pub(crate) mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 
 pub use error::ApiError;
+pub use load::LoadError;
 
 use resources::Registry;
 use server::Shared;
@@ -182,7 +184,7 @@ fn seed(store: &mut Store) -> Result<(), ApiError> {
         &cidr,
         json!({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": ["10.96.0.0/12"]},
                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "", "message": "",
-                                          "lastTransitionTime": api::now()}]}}),
+                                          "lastTransitionTime": object::now()}]}}),
     )?;
     let svc = ty("", "v1", "services")?;
     api::seed(

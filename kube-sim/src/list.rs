@@ -3,8 +3,8 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::api::{Target, output};
 use crate::error::{ApiError, ApiResult};
+use crate::object::{Target, output};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Key, Store};
 

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::{self, Target};
+use crate::api;
 use crate::error::ApiError;
+use crate::object::Target;
 use crate::store::Store;
 
 #[derive(Debug, thiserror::Error)]

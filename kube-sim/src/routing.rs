@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use crate::api::Target;
 use crate::error::{ApiError, ApiResult};
+use crate::object::Target;
 use crate::resources::Registry;
 
 #[derive(Debug)]

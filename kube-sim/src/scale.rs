@@ -2,8 +2,9 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{self, Target};
+use crate::api;
 use crate::error::{ApiError, ApiResult};
+use crate::object::Target;
 use crate::patch::{PatchKind, apply_patch};
 use crate::resources::ScalePaths;
 use crate::store::Store;

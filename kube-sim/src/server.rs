@@ -15,10 +15,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use crate::accept::Output;
-use crate::api::{self, DeleteOptions, Target};
+use crate::api::{self, DeleteOptions};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::list::{self, ListParams};
+use crate::object::Target;
 use crate::patch::PatchKind;
 use crate::routing::{Route, parse_query, route};
 use crate::selectors::{FieldSelector, LabelSelector};
@@ -453,7 +454,7 @@ async fn resource(
                 let force = flag(&q, "force");
                 let mut store = shared.lock();
                 let existed = api::get(&store, &t).is_ok();
-                let v = crate::apply::apply(&mut store, &t, &body, manager, force, dry)?;
+                let v = api::apply(&mut store, &t, &body, manager, force, dry)?;
                 (if existed { 200 } else { 201 }, v)
             } else {
                 (200, api::patch(&mut shared.lock(), &t, kind, &body, dry)?)

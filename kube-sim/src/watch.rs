@@ -7,9 +7,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::{Target, output};
 use crate::error::ApiError;
 use crate::list::ListParams;
+use crate::object::{Target, output};
 use crate::store::{Broadcast, Change, EventType, Store};
 
 /// How objects (bookmarks included) are rendered on the stream: as-is (None) or transformed
