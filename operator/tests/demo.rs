@@ -73,10 +73,18 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         .args(["demo", "--kubeconfig"])
         .arg(&kc)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start demo");
     let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    // The logs: read to the end once the demo exits.
+    let logs = std::thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -186,5 +194,12 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
     demo.until("Stopped.");
     let status = demo.child.wait().expect("wait");
     assert!(status.success(), "{status}");
+    // A happy path logs no warning, and no log line dumps an API Status in Debug form.
+    let logs = logs.join().expect("log reader");
+    let bad: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("Status {"))
+        .collect();
+    assert!(bad.is_empty(), "{}", logs.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,6 @@
 //! The EgressProxyPolicy API (egressproxy.io/v1alpha1).
 
+pub mod reasons;
 mod spec;
 mod status;
 

@@ -3,30 +3,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-pub const READY: &str = "Ready";
-pub const RECONCILING: &str = "Reconciling";
-pub const STALLED: &str = "Stalled";
-
-/// Reasons a policy is not Ready.
-pub mod reason {
-    pub const RECONCILED: &str = "Reconciled";
-    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
-    pub const SECRET_NOT_GRANTED: &str = "SecretNotGranted";
-    pub const SECRET_INVALID: &str = "SecretInvalid";
-    pub const INVALID_PROXY_URL: &str = "InvalidProxyURL";
-    pub const INVALID_NO_PROXY_ENTRY: &str = "InvalidNoProxyEntry";
-    pub const INVALID_SELECTOR: &str = "InvalidSelector";
-    pub const DISCOVERY_INCOMPLETE: &str = "DiscoveryIncomplete";
-    pub const NAMESPACE_NOT_ENABLED: &str = "NamespaceNotEnabled";
-    pub const MANAGED_OBJECT_CONFLICT: &str = "ManagedObjectConflict";
-    pub const SUSPENDED: &str = "Suspended";
-    pub const POLICY_OVERLAP: &str = "PolicyOverlap";
-    pub const ENV_CONFLICT: &str = "EnvConflict";
-    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
-    pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
-    pub const NO_WORKLOADS: &str = "NoWorkloadsSelected";
-    pub const IDLE: &str = "Idle";
-}
+use crate::api::reasons::READY;
+#[cfg(test)]
+use crate::api::reasons::reason;
 
 /// One condition as decided by the reconciler.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,10 @@
 //! The reconciler's wiring: caches (lean, label/field-scoped watches), triggers, the
-//! controller loop. Decisions come from the pure modules; `reconcile` does the I/O.
+//! controller loop. `plan` decides, `reconcile` reads and writes.
 
 mod conditions;
+mod errors;
 mod objects;
+mod plan;
 mod reconcile;
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,7 +26,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-pub use conditions::{READY, RECONCILING, STALLED, reason};
+pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
+pub use errors::{Category, Error};
 
 use crate::api::{EgressProxyPolicy, EgressProxyPolicyStatus};
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
@@ -278,7 +281,16 @@ impl Ctx {
         }
     }
 
-    /// Namespaces this operator may act in at all (explicit list); None = any.
+    /// How namespaces are admitted, for messages.
+    pub(crate) fn admission(&self) -> String {
+        if self.settings.namespaces.is_empty() {
+            format!("namespace selector {:?}", self.settings.namespace_selector)
+        } else {
+            format!("namespace list {:?}", self.settings.namespaces)
+        }
+    }
+
+    /// Namespaces this operator may act in at all: the explicit list, or every namespace.
     fn in_scope(&self, namespace: &str) -> bool {
         self.settings.namespaces.is_empty()
             || self.settings.namespaces.iter().any(|n| n == namespace)
@@ -323,7 +335,10 @@ fn spawn_cache<K, M, I>(
                         let _ = trigger.unbounded_send(r);
                     }
                 }
-                Err(e) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
+                Err(e) => {
+                    let error = errors::describe_watch(&e);
+                    tracing::warn!(kind = %kind, %error, "watch failed; retrying")
+                }
             }
         }
     });
@@ -440,7 +455,10 @@ pub async fn run(
                             let _ = t.unbounded_send(r);
                         }
                     }
-                    Err(e) => tracing::warn!(kind = "Secret", error = %e, "watch failed; retrying"),
+                    Err(e) => {
+                        let error = errors::describe_watch(&e);
+                        tracing::warn!(kind = "Secret", %error, "watch failed; retrying")
+                    }
                 }
             }
         });

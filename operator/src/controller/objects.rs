@@ -21,11 +21,49 @@ pub struct WorkloadView {
     pub template: PodTemplateSpec,
     /// The cached object's resourceVersion.
     pub resource_version: Option<String>,
-    /// The controller has seen the latest spec and every replica runs the latest template.
-    pub rolled_out: bool,
-    /// The rollout cannot finish by itself: a paused Deployment or one past its progress
-    /// deadline. It does not hold one of the `maxConcurrent` slots.
-    pub stuck: bool,
+    pub rollout: Rollout,
+}
+
+/// Where a workload's rollout of its current template stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollout {
+    /// Its controller has not yet seen the latest spec.
+    NotStarted,
+    /// Replicas are being replaced.
+    Rolling,
+    /// Every replica runs the latest template and is available.
+    RolledOut,
+    /// A Deployment past its progress deadline.
+    Stalled,
+    /// An `OnDelete` StatefulSet or DaemonSet: its Pods take the new template only when
+    /// someone deletes them.
+    WaitingForManualRestart,
+    /// A paused Deployment.
+    Paused,
+}
+
+impl Rollout {
+    /// A rollout that cannot finish by itself: it does not hold a `maxConcurrent` slot.
+    pub fn stuck(self) -> bool {
+        matches!(
+            self,
+            Rollout::Stalled | Rollout::WaitingForManualRestart | Rollout::Paused
+        )
+    }
+
+    /// What status shows after a workload that is not up to date.
+    pub fn note(self) -> &'static str {
+        match self {
+            Rollout::Stalled => " (rollout not progressing: progress deadline exceeded)",
+            Rollout::WaitingForManualRestart => " (OnDelete: waits for its Pods to be deleted)",
+            Rollout::Paused => " (Deployment paused)",
+            Rollout::NotStarted | Rollout::Rolling | Rollout::RolledOut => "",
+        }
+    }
+}
+
+fn on_delete(strategy: Option<&str>) -> bool {
+    strategy == Some("OnDelete")
 }
 
 /// A Deployment, StatefulSet or DaemonSet.
@@ -63,13 +101,23 @@ impl Workload for Deployment {
                 && c.status == "False"
                 && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
         });
+        let rollout = if rolled_out {
+            Rollout::RolledOut
+        } else if spec.paused == Some(true) {
+            Rollout::Paused
+        } else if deadline {
+            Rollout::Stalled
+        } else if !observed(self, st.observed_generation) {
+            Rollout::NotStarted
+        } else {
+            Rollout::Rolling
+        };
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
-            stuck: spec.paused == Some(true) || deadline,
-            rolled_out,
+            rollout,
         })
     }
 }
@@ -80,25 +128,31 @@ impl Workload for StatefulSet {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
         let want = spec.replicas.unwrap_or(1);
-        // With OnDelete nothing rolls until someone deletes the Pods: done once observed.
-        let on_delete = spec
+        let seen = observed(self, st.observed_generation);
+        let updated = st.updated_replicas.unwrap_or(0) >= want;
+        let rolled_out = seen
+            && updated
+            && st.ready_replicas.unwrap_or(0) >= want
+            && (st.update_revision.is_none() || st.update_revision == st.current_revision);
+        let strategy = spec
             .update_strategy
             .as_ref()
-            .and_then(|u| u.type_.as_deref())
-            == Some("OnDelete");
-        let rolled_out = observed(self, st.observed_generation)
-            && (on_delete
-                || (st.updated_replicas.unwrap_or(0) >= want
-                    && st.ready_replicas.unwrap_or(0) >= want
-                    && (st.update_revision.is_none()
-                        || st.update_revision == st.current_revision)));
+            .and_then(|u| u.type_.as_deref());
+        let rollout = if rolled_out {
+            Rollout::RolledOut
+        } else if !seen {
+            Rollout::NotStarted
+        } else if on_delete(strategy) && !updated {
+            Rollout::WaitingForManualRestart
+        } else {
+            Rollout::Rolling
+        };
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
-            stuck: false,
-            rolled_out,
+            rollout,
         })
     }
 }
@@ -108,21 +162,29 @@ impl Workload for DaemonSet {
     fn view(&self) -> Option<WorkloadView> {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
-        let rolled_out = observed(self, st.observed_generation)
+        let seen = observed(self, st.observed_generation);
+        let rolled_out = seen
             && st.updated_number_scheduled.unwrap_or(0) >= st.desired_number_scheduled
             && st.number_available.unwrap_or(0) >= st.desired_number_scheduled;
-        let on_delete = spec
+        let strategy = spec
             .update_strategy
             .as_ref()
-            .and_then(|u| u.type_.as_deref())
-            == Some("OnDelete");
+            .and_then(|u| u.type_.as_deref());
+        let rollout = if rolled_out {
+            Rollout::RolledOut
+        } else if !seen {
+            Rollout::NotStarted
+        } else if on_delete(strategy) {
+            Rollout::WaitingForManualRestart
+        } else {
+            Rollout::Rolling
+        };
         Some(WorkloadView {
             id: id_of(self, Self::KIND)?,
             labels: self.labels().clone(),
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
-            stuck: on_delete && !rolled_out,
-            rolled_out,
+            rollout,
         })
     }
 }

@@ -13,6 +13,7 @@ use std::fmt;
 
 use k8s_openapi::ByteString;
 
+use crate::api::reasons::reason;
 use crate::noproxy::redact_proxy;
 
 /// Annotation on a source Secret that lets policies of other namespaces use it:
@@ -204,10 +205,12 @@ impl CredentialError {
     /// The condition reason for this error.
     pub fn reason(&self) -> &'static str {
         match self {
-            CredentialError::NotFound { .. } => "SecretNotFound",
-            CredentialError::NotGranted { .. } => "SecretNotGranted",
-            CredentialError::MissingKey { .. } | CredentialError::NotUtf8 { .. } => "SecretInvalid",
-            CredentialError::InvalidProxyUrl { .. } => "InvalidProxyURL",
+            CredentialError::NotFound { .. } => reason::SECRET_NOT_FOUND,
+            CredentialError::NotGranted { .. } => reason::SECRET_NOT_GRANTED,
+            CredentialError::MissingKey { .. } | CredentialError::NotUtf8 { .. } => {
+                reason::SECRET_INVALID
+            }
+            CredentialError::InvalidProxyUrl { .. } => reason::INVALID_PROXY_URL,
         }
     }
 }

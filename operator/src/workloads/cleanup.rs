@@ -20,7 +20,6 @@ const MAX_KEY: usize = 253;
 /// workload: pass only its originals), and removes the config-hash annotation. `None` when
 /// the template carries nothing of ours. The patch may contain restored values: never log it.
 pub fn cleanup_patch(
-    _id: &WorkloadId,
     template: &PodTemplateSpec,
     secret_name: &str,
     config_map_name: &str,

@@ -366,7 +366,7 @@ fn override_patches_once_and_cleanup_restores() {
     assert!(again.overridden.is_empty());
 
     // Cleanup puts the own entries back and deletes the rest.
-    let patch = cleanup_patch(&id(), &t2, S, S, &p.overridden).unwrap();
+    let patch = cleanup_patch(&t2, S, S, &p.overridden).unwrap();
     let t3 = after(&t2, &Write::Patch(patch.clone()));
     assert_eq!(
         env_of(&t3, "app"),
@@ -375,7 +375,7 @@ fn override_patches_once_and_cleanup_restores() {
     assert!(env_of(&t3, "sidecar").is_empty());
     assert_eq!(current_hash(&t3), None);
     assert!(!injected(&t3, S, S));
-    assert_eq!(cleanup_patch(&id(), &t3, S, S, &p.overridden), None);
+    assert_eq!(cleanup_patch(&t3, S, S, &p.overridden), None);
 }
 
 #[test]
@@ -405,7 +405,7 @@ fn cleanup_patch_exact() {
             value_from: None,
         },
     }];
-    let patch = cleanup_patch(&id(), &t, S, S, &originals).unwrap();
+    let patch = cleanup_patch(&t, S, S, &originals).unwrap();
     let deletes = |skip: Option<&str>| -> Vec<Value> {
         PROXY_VARS
             .iter()
@@ -437,7 +437,7 @@ fn cleanup_patch_exact() {
         Some("localhost")
     );
 
-    assert_eq!(cleanup_patch(&id(), &basic(), S, S, &[]), None);
+    assert_eq!(cleanup_patch(&basic(), S, S, &[]), None);
     // The annotation alone is removed too; foreign entries are left alone.
     let t = template(json!({
         "metadata": {"annotations": {CONFIG_HASH: HASH}},
@@ -446,7 +446,7 @@ fn cleanup_patch_exact() {
         ]}]},
     }));
     assert_eq!(
-        cleanup_patch(&id(), &t, S, S, &[]),
+        cleanup_patch(&t, S, S, &[]),
         Some(json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: null}}}}}))
     );
 }

@@ -1,0 +1,43 @@
+//! Every condition and Event reason the operator writes, in one table. They are part of the
+//! API: `kubectl wait`, alerts and GitOps health checks match on them.
+
+/// Condition types.
+pub const READY: &str = "Ready";
+pub const RECONCILING: &str = "Reconciling";
+pub const STALLED: &str = "Stalled";
+
+/// Condition reasons.
+pub mod reason {
+    /// Ready: every selected workload runs the current configuration.
+    pub const RECONCILED: &str = "Reconciled";
+    /// Ready: the policy selects nothing.
+    pub const NO_WORKLOADS: &str = "NoWorkloadsSelected";
+    /// Reconciling/Stalled when nothing is going on.
+    pub const IDLE: &str = "Idle";
+    pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
+    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    pub const ENV_CONFLICT: &str = "EnvConflict";
+    pub const POLICY_OVERLAP: &str = "PolicyOverlap";
+    pub const WORKLOAD_UPDATE_FAILED: &str = "WorkloadUpdateFailed";
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    pub const SECRET_NOT_GRANTED: &str = "SecretNotGranted";
+    pub const SECRET_INVALID: &str = "SecretInvalid";
+    pub const INVALID_PROXY_URL: &str = "InvalidProxyURL";
+    pub const INVALID_NO_PROXY_ENTRY: &str = "InvalidNoProxyEntry";
+    pub const INVALID_SELECTOR: &str = "InvalidSelector";
+    pub const DISCOVERY_INCOMPLETE: &str = "DiscoveryIncomplete";
+    pub const NAMESPACE_NOT_ENABLED: &str = "NamespaceNotEnabled";
+    pub const MANAGED_OBJECT_CONFLICT: &str = "ManagedObjectConflict";
+    pub const SUSPENDED: &str = "Suspended";
+}
+
+/// Event reasons besides the Ready reasons above (an Event is also published with the new
+/// Ready reason whenever Ready flips).
+pub mod event {
+    /// Workloads were written with a new config hash (they roll).
+    pub const CONFIG_APPLIED: &str = "ConfigApplied";
+    /// The operator's entries were removed from workloads (they roll).
+    pub const CONFIG_REMOVED: &str = "ConfigRemoved";
+    /// A reconcile failed; the note says what and the category which kind of failure.
+    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
+}

@@ -1,0 +1,274 @@
+//! The stage for a policy that can be applied: which workloads it manages (overlap,
+//! handover), what each needs (Keep/Override, originals), how many may roll now, and which
+//! workloads it releases.
+
+use k8s_openapi::ByteString;
+use kube::core::Selector;
+use kube::{Resource, ResourceExt};
+
+use super::{
+    Change, ConfigMapData, FINALIZER, HASH_KEY, Inputs, Plan, SecretData, Verdict, WorkloadWrite,
+    labelled_for, left_behind, managed_meta, own_names, release, selects_with,
+};
+use crate::api::{DiscoveredFacts, EgressProxyPolicy};
+use crate::controller::objects::{Rollout, WorkloadView};
+use crate::credentials::ProxyUrls;
+use crate::noproxy::Rendered;
+use crate::workloads::{self, Injection, Original, WorkloadId, Write};
+
+/// What the status of an applied policy is built from.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Applied {
+    pub rendered: Rendered,
+    pub facts: DiscoveredFacts,
+    pub active: String,
+    pub hash: String,
+    pub paused: bool,
+    /// The workloads this policy manages, in id order.
+    pub mine: Vec<Managed>,
+    /// Selected, but still carrying another policy's entries.
+    pub held: Vec<String>,
+    /// Selected, but an older policy manages them.
+    pub overlaps: Vec<String>,
+    /// Variables kept under `existingEnv: Keep`.
+    pub conflicts: Vec<String>,
+}
+
+/// One managed workload.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Managed {
+    pub id: WorkloadId,
+    /// Its template is not (yet, as far as the cache shows) on the current config.
+    pub needs_write: bool,
+    /// The write was made and the cache has not seen it yet.
+    pub written: bool,
+    pub rollout: Rollout,
+}
+
+/// How the policy relates to one workload of its namespace.
+enum Selection {
+    /// Selected, and this policy is the one that manages it.
+    Mine,
+    /// Selected, but an older policy manages it.
+    Taken(String),
+    NotSelected,
+}
+
+pub(super) fn plan(
+    i: &Inputs,
+    mut plan: Plan,
+    selector: &Selector,
+    rendered: Rendered,
+    urls: &ProxyUrls,
+    facts: DiscoveredFacts,
+) -> Plan {
+    let spec = &i.policy.spec;
+    let own = own_names(i.policy);
+    let mut data = i.secret.data.clone().unwrap_or_default();
+    let key = match data.0.get(HASH_KEY) {
+        Some(k) if k.0.len() >= 16 => k.0.clone(),
+        _ => i.new_key.to_vec(),
+    };
+    let hash = workloads::hash::config_hash(
+        &key,
+        &urls.http_proxy,
+        &urls.https_proxy,
+        &rendered.value,
+        &own,
+        &own,
+    );
+    data.0.insert(HASH_KEY.into(), ByteString(key));
+    data.0.insert("HTTP_PROXY".into(), bytes(&urls.http_proxy));
+    data.0
+        .insert("HTTPS_PROXY".into(), bytes(&urls.https_proxy));
+
+    let mut applied = Applied {
+        rendered,
+        facts,
+        active: spec.proxy.active.clone(),
+        hash: hash.clone(),
+        paused: spec.rollout.paused,
+        mine: Vec::new(),
+        held: Vec::new(),
+        overlaps: Vec::new(),
+        conflicts: Vec::new(),
+    };
+    let mut injections = Vec::new();
+    let mut leaving = Vec::new();
+    for v in i.workloads {
+        match selection(i, selector, v) {
+            Selection::Mine => {
+                if let Some(write) = inject(i, v, &mut data, &mut applied) {
+                    injections.push(write);
+                }
+            }
+            Selection::Taken(by) => {
+                let id = &v.id;
+                applied
+                    .overlaps
+                    .push(format!("{id} (managed by EgressProxyPolicy {by})"));
+                if workloads::has_entries(&v.template, &own, &own) {
+                    leaving.push(v);
+                }
+            }
+            Selection::NotSelected if left_behind(i, v) => leaving.push(v),
+            Selection::NotSelected => {}
+        }
+    }
+    if !applied.paused {
+        plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
+        plan.secret = change(i.policy, &i.secret.meta, &i.secret.data, data.clone());
+        let cm = ConfigMapData::from([("NO_PROXY".to_owned(), applied.rendered.value.clone())]);
+        plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
+        plan.writes = budgeted(i, &applied, injections);
+        plan.writes
+            .extend(leaving.iter().filter_map(|v| release(i, v, &data)));
+    }
+    plan.base = Some(data);
+    plan.verdict = Verdict::Applied(Box::new(applied));
+    plan
+}
+
+fn bytes(s: &str) -> ByteString {
+    ByteString(s.as_bytes().to_vec())
+}
+
+/// Apply unless the data is already there and the object carries our labels and owner.
+fn change<T: PartialEq>(
+    policy: &EgressProxyPolicy,
+    meta: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    known: &Option<T>,
+    want: T,
+) -> Change<T> {
+    let current = meta.as_ref().is_none_or(|m| {
+        let w = managed_meta(policy);
+        labelled_for(m, &policy.name_any())
+            && w.labels
+                .iter()
+                .flatten()
+                .all(|(k, v)| m.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+            && m.owner_references == w.owner_references
+    });
+    if known.as_ref() == Some(&want) && current {
+        Change::Keep
+    } else {
+        Change::Apply(want)
+    }
+}
+
+/// Whether this policy manages `v`: it selects it and no older policy does.
+fn selection(i: &Inputs, selector: &Selector, v: &WorkloadView) -> Selection {
+    if !selects_with(i.policy, selector, v) {
+        return Selection::NotSelected;
+    }
+    let me = order_key(i.policy);
+    let older = i
+        .others
+        .iter()
+        .filter(|p| p.meta().deletion_timestamp.is_none())
+        .filter(|p| super::selects(p, v))
+        .filter(|p| order_key(p) < me)
+        .map(|p| p.name_any())
+        .min();
+    match older {
+        Some(by) => Selection::Taken(by),
+        None => Selection::Mine,
+    }
+}
+
+/// Older policies win an overlap; equal ages are ordered by name.
+fn order_key(p: &EgressProxyPolicy) -> (Option<k8s_openapi::jiff::Timestamp>, String) {
+    (
+        p.meta().creation_timestamp.as_ref().map(|t| t.0),
+        p.name_any(),
+    )
+}
+
+/// The write that brings a managed workload to the current config, if it needs one; the
+/// originals it replaces are added to `data`.
+fn inject(
+    i: &Inputs,
+    v: &WorkloadView,
+    data: &mut SecretData,
+    applied: &mut Applied,
+) -> Option<WorkloadWrite> {
+    // Another policy's entries are not the container's own: wait until it releases the
+    // workload rather than remembering them as originals.
+    let holder = i.others.iter().find(|p| {
+        let m = own_names(p);
+        workloads::has_entries(&v.template, &m, &m)
+    });
+    if let Some(other) = holder {
+        let (id, by) = (&v.id, other.name_any());
+        applied.held.push(format!(
+            "{id} (waiting for EgressProxyPolicy {by} to release it)"
+        ));
+        return None;
+    }
+    let spec = &i.policy.spec;
+    let own = own_names(i.policy);
+    let names: Vec<String> = spec.containers.iter().map(|c| c.0.clone()).collect();
+    let originals: Vec<Original> = workloads::originals_of(&v.id, &v.template, &data.0)
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    let inj = Injection {
+        containers: &names,
+        init_containers: spec.init_containers,
+        existing_env: spec.existing_env,
+        secret_name: &own,
+        config_map_name: &own,
+        hash: &applied.hash,
+        originals: &originals,
+    };
+    let decided = workloads::plan(&v.id, &v.template, &inj);
+    for c in &decided.conflicts {
+        applied.conflicts.push(format!("{}: {c}", v.id));
+    }
+    for o in &decided.overridden {
+        if let Ok(b) = serde_json::to_vec(o) {
+            let k = workloads::original_key(&v.id, &o.container, &o.env.name);
+            data.0.insert(k, ByteString(b));
+        }
+    }
+    let written = i.recent.get(&v.id) == Some(&applied.hash);
+    applied.mine.push(Managed {
+        id: v.id.clone(),
+        needs_write: decided.write != Write::None,
+        written,
+        rollout: v.rollout,
+    });
+    (decided.write != Write::None).then(|| WorkloadWrite {
+        id: v.id.clone(),
+        resource_version: v.resource_version.clone(),
+        write: decided.write,
+        marker: applied.hash.clone(),
+        forget: Vec::new(),
+    })
+}
+
+/// The injections that may start now: `maxConcurrent` minus the workloads already rolling
+/// to this config. A workload whose rollout cannot progress by itself holds no slot; one
+/// written but not yet seen by the cache holds one and is not written again.
+fn budgeted(i: &Inputs, a: &Applied, injections: Vec<WorkloadWrite>) -> Vec<WorkloadWrite> {
+    let rolling = i
+        .workloads
+        .iter()
+        .filter(|v| a.mine.iter().any(|m| m.id == v.id))
+        .filter(|v| workloads::current_hash(&v.template) == Some(a.hash.as_str()))
+        .filter(|v| v.rollout != Rollout::RolledOut && !v.rollout.stuck())
+        .count();
+    let max = i.policy.spec.rollout.max_concurrent.max(1) as usize;
+    let mut budget = max.saturating_sub(rolling);
+    let mut out = Vec::new();
+    for w in injections {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        if i.recent.get(&w.id) != Some(&a.hash) {
+            out.push(w);
+        }
+    }
+    out
+}

@@ -1,0 +1,430 @@
+//! The reconcile decision, pure. From everything one reconcile knows (the policy, the other
+//! policies of its namespace, the cached workloads with their rollout state, the cluster
+//! facts, the credential check, the managed objects, the writes the caches have not seen yet
+//! and the previous status) to a [`Plan`]: what to write, in which order, and how to report
+//! it. No I/O and no clock: the executor (`reconcile.rs`) reads, calls [`plan`], applies the
+//! plan, then asks [`Plan::report`] for the status and Events given which writes failed.
+//!
+//! Stages, in order: deletion and suspension, the namespace opt-in, evaluation (entries,
+//! discovery, credentials), the selector and managed-name checks, then [`applied`]:
+//! ownership (overlap, handover), injection (Keep/Override, originals), the rollout budget,
+//! and releases.
+
+mod applied;
+mod report;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::Selector;
+use kube::{Resource, ResourceExt};
+
+pub use report::{Completion, Note, Report, Requeue};
+
+use super::FINALIZER;
+
+use super::objects::WorkloadView;
+use crate::api::reasons::reason;
+use crate::api::{DiscoveredFacts, EgressProxyPolicy, EgressProxyPolicyStatus};
+use crate::credentials::{
+    self, CredentialError, MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL, ProxyUrls,
+};
+use crate::discovery::{self, ClusterInputs};
+use crate::noproxy::{Intent, IntentSet, Rendered, render};
+use crate::workloads::{self, WorkloadId, Write};
+
+/// Secret data key of the config-hash key.
+pub const HASH_KEY: &str = "hash-key";
+/// What is remembered for a release write until the cache shows it.
+pub const CLEANED: &str = "cleaned";
+
+/// The managed Secret's data. `Debug` shows the keys only: the values are credentials.
+#[derive(Clone, Default, PartialEq)]
+pub struct SecretData(pub BTreeMap<String, ByteString>);
+
+impl fmt::Debug for SecretData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// The managed ConfigMap's data.
+pub type ConfigMapData = BTreeMap<String, String>;
+
+/// A managed Secret or ConfigMap as the executor knows it.
+#[derive(Debug, Clone)]
+pub struct Observed<T> {
+    /// Its data: our last write if the cache has not seen it yet, else the cached data.
+    pub data: Option<T>,
+    /// The object's metadata: cached, or looked up when [`needs_lookup`] said so; `None`
+    /// when there is no such object (as far as the executor knows).
+    pub meta: Option<ObjectMeta>,
+}
+
+impl<T> Observed<T> {
+    /// An object with the managed name that is not this policy's: never taken over, never
+    /// deleted.
+    fn foreign(&self, policy: &str) -> bool {
+        self.meta.as_ref().is_some_and(|m| !labelled_for(m, policy))
+    }
+
+    /// Something of this policy's to delete.
+    fn exists(&self, policy: &str) -> bool {
+        match &self.meta {
+            Some(m) => labelled_for(m, policy),
+            None => self.data.is_some(),
+        }
+    }
+}
+
+impl<T> Default for Observed<T> {
+    fn default() -> Self {
+        Observed {
+            data: None,
+            meta: None,
+        }
+    }
+}
+
+/// Everything one reconcile of one policy knows.
+pub struct Inputs<'a> {
+    pub policy: &'a EgressProxyPolicy,
+    /// The other policies of the policy's namespace.
+    pub others: &'a [&'a EgressProxyPolicy],
+    /// The admin admitted the namespace (namespace selector or explicit list).
+    pub admitted: bool,
+    /// How the admin admits namespaces, for messages: `namespace selector "..."`.
+    pub admission: &'a str,
+    pub cluster: &'a ClusterInputs,
+    /// The active slot's check; `None` when [`needs_credentials`] said it is not needed.
+    pub credentials: Option<&'a Result<ProxyUrls, CredentialError>>,
+    pub secret: &'a Observed<SecretData>,
+    pub config_map: &'a Observed<ConfigMapData>,
+    /// Every workload of the namespace, sorted by id.
+    pub workloads: &'a [WorkloadView],
+    /// Writes to workloads the caches have not seen yet: the hash written, or [`CLEANED`].
+    pub recent: &'a BTreeMap<WorkloadId, String>,
+    pub previous: &'a EgressProxyPolicyStatus,
+    /// 32 random bytes, used as the config-hash key when the managed Secret has none.
+    pub new_key: &'a [u8],
+}
+
+/// Whether to apply, keep or delete a managed object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change<T> {
+    Keep,
+    Apply(T),
+    Delete,
+}
+
+/// One write to a workload.
+#[derive(Clone, PartialEq)]
+pub struct WorkloadWrite {
+    pub id: WorkloadId,
+    /// The cached resourceVersion, remembered with the write.
+    pub resource_version: Option<String>,
+    /// [`Write::Apply`] or [`Write::Patch`]; never [`Write::None`].
+    pub write: Write,
+    /// Remembered until the cache shows the write: the config hash, or [`CLEANED`].
+    pub marker: String,
+    /// Managed Secret keys (remembered originals) to drop once this write succeeded.
+    pub forget: Vec<String>,
+}
+
+impl WorkloadWrite {
+    pub fn is_release(&self) -> bool {
+        self.marker == CLEANED
+    }
+}
+
+impl fmt::Debug for WorkloadWrite {
+    /// Without the body: a restore patch may carry a container's own credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.write {
+            Write::None => "none",
+            Write::Apply(_) => "apply",
+            Write::Patch(_) => "patch",
+        };
+        f.debug_struct("WorkloadWrite")
+            .field("id", &self.id.to_string())
+            .field("write", &kind)
+            .field("marker", &self.marker)
+            .field("forget", &self.forget)
+            .finish()
+    }
+}
+
+/// What one reconcile does, in this order: add the finalizer, apply the managed objects,
+/// write the workloads (injections, then releases), drop forgotten originals, delete the
+/// managed objects, write status and Events, remove the finalizer. Deleting and removing
+/// the finalizer happen only when every workload write succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub add_finalizer: bool,
+    pub secret: Change<SecretData>,
+    pub config_map: Change<ConfigMapData>,
+    pub writes: Vec<WorkloadWrite>,
+    pub remove_finalizer: bool,
+    verdict: Verdict,
+    previous: EgressProxyPolicyStatus,
+    generation: Option<i64>,
+    /// The Secret data the writes start from (for [`Plan::secret_after`]).
+    base: Option<SecretData>,
+}
+
+/// Why the policy cannot be applied now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocker {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What the status will say.
+#[derive(Debug, Clone, PartialEq)]
+enum Verdict {
+    /// Being deleted: no status, only the cleanup.
+    Deleting,
+    Suspended,
+    NotAdmitted {
+        namespace: String,
+        admission: String,
+    },
+    Blocked {
+        blocker: Blocker,
+        facts: Box<DiscoveredFacts>,
+    },
+    Applied(Box<applied::Applied>),
+}
+
+/// Whether the executor must read the active credential slot for this policy.
+pub fn needs_credentials(policy: &EgressProxyPolicy, admitted: bool) -> bool {
+    active(policy, admitted)
+}
+
+/// Whether the executor must look up an object with the managed name that its caches (which
+/// hold only objects labelled managed-by) do not know: one of a user's would be taken over.
+pub fn needs_lookup<T>(policy: &EgressProxyPolicy, admitted: bool, o: &Observed<T>) -> bool {
+    active(policy, admitted) && o.meta.is_none() && o.data.is_none()
+}
+
+fn active(policy: &EgressProxyPolicy, admitted: bool) -> bool {
+    policy.meta().deletion_timestamp.is_none() && !policy.spec.suspend && admitted
+}
+
+fn labelled_for(meta: &ObjectMeta, policy: &str) -> bool {
+    meta.labels.as_ref().and_then(|l| l.get(POLICY_LABEL)) == Some(&policy.to_owned())
+}
+
+/// The metadata of the policy's managed Secret and ConfigMap: name, labels, and the policy
+/// as controller owner.
+pub fn managed_meta(policy: &EgressProxyPolicy) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(credentials::managed_name(&policy.name_any())),
+        namespace: policy.namespace(),
+        labels: Some(BTreeMap::from([
+            (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+            (POLICY_LABEL.to_owned(), policy.name_any()),
+        ])),
+        owner_references: policy.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+/// Decides one reconcile.
+pub fn plan(i: &Inputs) -> Plan {
+    let p = i.policy;
+    let mut plan = Plan {
+        add_finalizer: false,
+        secret: Change::Keep,
+        config_map: Change::Keep,
+        writes: Vec::new(),
+        remove_finalizer: false,
+        verdict: Verdict::Suspended,
+        previous: i.previous.clone(),
+        generation: p.meta().generation,
+        base: i.secret.data.clone(),
+    };
+    if p.meta().deletion_timestamp.is_some() {
+        return release_all(i, plan, Verdict::Deleting);
+    }
+    if p.spec.suspend {
+        return plan;
+    }
+    if !i.admitted {
+        let verdict = Verdict::NotAdmitted {
+            namespace: p.namespace().unwrap_or_default(),
+            admission: i.admission.to_owned(),
+        };
+        return release_all(i, plan, verdict);
+    }
+    let (facts, config) = evaluate(i);
+    let name = p.name_any();
+    let checked = selector(p).and_then(|s| {
+        let (rendered, urls) = config?;
+        if i.secret.foreign(&name) {
+            return Err(taken("Secret", p));
+        }
+        if i.config_map.foreign(&name) {
+            return Err(taken("ConfigMap", p));
+        }
+        Ok((s, rendered, urls))
+    });
+    match checked {
+        Err(blocker) => {
+            plan.verdict = Verdict::Blocked {
+                blocker,
+                facts: Box::new(facts),
+            };
+            plan
+        }
+        Ok((s, rendered, urls)) => applied::plan(i, plan, &s, rendered, &urls, facts),
+    }
+}
+
+fn selector(p: &EgressProxyPolicy) -> Result<Selector, Blocker> {
+    Selector::try_from(p.spec.workload_selector.clone()).map_err(|e| Blocker {
+        reason: reason::INVALID_SELECTOR,
+        message: format!("spec.workloadSelector: {e}"),
+    })
+}
+
+/// The discovered facts, and the NO_PROXY value and proxy URLs or why there are none.
+/// Entries are checked before discovery, discovery before credentials.
+fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Blocker>) {
+    let spec = &i.policy.spec;
+    let facts = discovery::discover(i.cluster);
+    let found = discovery::policy_entries(&facts, &spec.no_proxy);
+    // Discovery only produces entries that parse (`PolicyEntries::entries`).
+    let mut intents: Vec<Intent> = found
+        .entries
+        .iter()
+        .filter_map(|e| Intent::parse(e).ok())
+        .collect();
+    for (n, e) in spec.no_proxy.additional.iter().enumerate() {
+        match Intent::parse(e) {
+            Ok(intent) => intents.push(intent),
+            Err(err) => {
+                let b = Blocker {
+                    reason: reason::INVALID_NO_PROXY_ENTRY,
+                    message: format!("spec.noProxy.additional[{n}] {e:?}: {err}"),
+                };
+                return (facts, Err(b));
+            }
+        }
+    }
+    if !found.missing.is_empty() {
+        let b = Blocker {
+            reason: reason::DISCOVERY_INCOMPLETE,
+            message: format!(
+                "not found: {}. Set the fact in spec.noProxy (clusterDomain) or as an operator flag, or turn its discovery off in spec.noProxy.discover",
+                found.missing.join("; ")
+            ),
+        };
+        return (facts, Err(b));
+    }
+    let config = match i.credentials {
+        Some(Ok(urls)) => Ok((
+            render(spec.no_proxy.dialect, &IntentSet::new(intents)),
+            urls.clone(),
+        )),
+        Some(Err(e)) => Err(Blocker {
+            reason: e.reason(),
+            message: e.to_string(),
+        }),
+        None => Err(Blocker {
+            reason: reason::SECRET_NOT_FOUND,
+            message: "the credential Secret was not read".into(),
+        }),
+    };
+    (facts, config)
+}
+
+fn taken(kind: &str, p: &EgressProxyPolicy) -> Blocker {
+    let ns = p.namespace().unwrap_or_default();
+    let name = credentials::managed_name(&p.name_any());
+    Blocker {
+        reason: reason::MANAGED_OBJECT_CONFLICT,
+        message: format!(
+            "{kind} {ns}/{name} already exists and is not managed by this policy (label {POLICY_LABEL}); the operator will not take it over: rename the policy or that {kind}"
+        ),
+    }
+}
+
+/// Deletion or a namespace that lost the opt-in: release every workload that carries what
+/// this policy added, delete the managed objects, then remove the finalizer.
+fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
+    let data = i.secret.data.clone().unwrap_or_default();
+    let own = own_names(i.policy);
+    for v in i.workloads {
+        if !workloads::has_entries(&v.template, &own, &own) && !left_behind(i, v) {
+            continue;
+        }
+        if let Some(w) = release(i, v, &data) {
+            plan.writes.push(w);
+        }
+    }
+    let name = i.policy.name_any();
+    if i.secret.exists(&name) {
+        plan.secret = Change::Delete;
+    }
+    if i.config_map.exists(&name) {
+        plan.config_map = Change::Delete;
+    }
+    plan.remove_finalizer = i.policy.finalizers().iter().any(|f| f == FINALIZER);
+    plan.verdict = verdict;
+    plan
+}
+
+/// The name of the policy's managed Secret and ConfigMap.
+fn own_names(p: &EgressProxyPolicy) -> String {
+    credentials::managed_name(&p.name_any())
+}
+
+/// The write that takes this policy's entries out of `v` (restoring remembered originals),
+/// unless it carries nothing of ours or that write is already made.
+fn release(i: &Inputs, v: &WorkloadView, data: &SecretData) -> Option<WorkloadWrite> {
+    if i.recent.get(&v.id).map(String::as_str) == Some(CLEANED) {
+        return None;
+    }
+    let own = own_names(i.policy);
+    let originals = workloads::originals_of(&v.id, &v.template, &data.0);
+    let kept: Vec<_> = originals.iter().map(|(_, o)| o.clone()).collect();
+    let patch = workloads::cleanup_patch(&v.template, &own, &own, &kept)?;
+    Some(WorkloadWrite {
+        id: v.id.clone(),
+        resource_version: v.resource_version.clone(),
+        write: Write::Patch(patch),
+        marker: CLEANED.into(),
+        forget: originals.into_iter().map(|(k, _)| k).collect(),
+    })
+}
+
+/// A workload this policy does not manage that still carries what it added: its entries,
+/// or a config-hash annotation that no other policy of the namespace accounts for.
+fn left_behind(i: &Inputs, v: &WorkloadView) -> bool {
+    let own = own_names(i.policy);
+    if workloads::has_entries(&v.template, &own, &own) {
+        return true;
+    }
+    if workloads::current_hash(&v.template).is_none() {
+        return false;
+    }
+    !i.others.iter().any(|p| {
+        let m = own_names(p);
+        workloads::has_entries(&v.template, &m, &m) || selects(p, v)
+    })
+}
+
+/// Whether `p` selects `v` by kind and labels (an empty or invalid selector selects nothing).
+fn selects(p: &EgressProxyPolicy, v: &WorkloadView) -> bool {
+    Selector::try_from(p.spec.workload_selector.clone()).is_ok_and(|s| selects_with(p, &s, v))
+}
+
+fn selects_with(p: &EgressProxyPolicy, s: &Selector, v: &WorkloadView) -> bool {
+    use kube::core::SelectorExt;
+    !s.selects_all() && p.spec.workload_kinds.contains(&v.id.kind) && s.matches(&v.labels)
+}

@@ -1,0 +1,387 @@
+//! The status, Events and requeue of a plan once the executor knows which writes failed.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::applied::Applied;
+use super::{Blocker, Change, Plan, SecretData, Verdict};
+use crate::api::reasons::{READY, RECONCILING, STALLED, event, reason};
+use crate::api::{EgressProxyPolicyStatus, UncoveredIntent, WorkloadCounts};
+use crate::controller::conditions::{self, Decided};
+use crate::workloads::WorkloadId;
+
+/// At most this many workloads are named in status and messages.
+const LISTED: usize = 20;
+
+/// What to publish after the writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The new status, when it differs from the previous one.
+    pub status: Option<EgressProxyPolicyStatus>,
+    pub events: Vec<Note>,
+    pub requeue: Requeue,
+}
+
+/// One Event on the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The last steps of a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    pub delete_secret: bool,
+    pub delete_config_map: bool,
+    pub remove_finalizer: bool,
+}
+
+/// When to look at the policy again (besides changes to what it watches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// At the resync interval.
+    Resync,
+    /// Soon: workloads are rolling.
+    Soon,
+    /// Only on a change.
+    AwaitChange,
+}
+
+impl Plan {
+    /// The status, Events and requeue, given the writes that failed (id, message).
+    pub fn report(&self, failed: &[(WorkloadId, String)], now: &Time) -> Report {
+        let failed_ids: BTreeSet<&WorkloadId> = failed.iter().map(|(id, _)| id).collect();
+        let done = |release: bool| -> Vec<String> {
+            self.writes
+                .iter()
+                .filter(|w| w.is_release() == release && !failed_ids.contains(&w.id))
+                .map(|w| w.id.to_string())
+                .collect()
+        };
+        let (applied, restored) = (done(false), done(true));
+        let removed = (!restored.is_empty()).then(|| Note {
+            warning: false,
+            reason: event::CONFIG_REMOVED.into(),
+            message: format!(
+                "removed the proxy settings from {} workload(s): {}",
+                restored.len(),
+                list(&restored)
+            ),
+        });
+        let (status, decided, requeue) = match &self.verdict {
+            Verdict::Deleting => {
+                let events = removed.into_iter().collect();
+                let requeue = Requeue::AwaitChange;
+                return Report {
+                    status: None,
+                    events,
+                    requeue,
+                };
+            }
+            Verdict::Suspended => (self.previous.clone(), suspended(), Requeue::AwaitChange),
+            Verdict::NotAdmitted {
+                namespace,
+                admission,
+            } => {
+                let mut status = self.previous.clone();
+                status.workloads = Some(WorkloadCounts::default());
+                let ns_msg = not_admitted(namespace, admission, &restored);
+                let d = blocked(reason::NAMESPACE_NOT_ENABLED, ns_msg);
+                (status, d, Requeue::AwaitChange)
+            }
+            Verdict::Blocked { blocker, facts } => {
+                let mut status = self.previous.clone();
+                status.discovered = Some(facts.as_ref().clone());
+                (status, blocked_by(blocker), Requeue::Resync)
+            }
+            Verdict::Applied(a) => applied_status(&self.previous, a, &applied, failed),
+        };
+        let mut events = Vec::new();
+        let mut notes = Vec::new();
+        if let Verdict::Applied(a) = &self.verdict
+            && !applied.is_empty()
+        {
+            notes.push(Note {
+                warning: false,
+                reason: event::CONFIG_APPLIED.into(),
+                message: format!(
+                    "rolling {} workload(s) to config {}: {}",
+                    applied.len(),
+                    a.hash,
+                    list(&applied)
+                ),
+            });
+        }
+        // A release before the status change it causes; a rollout after it.
+        events.extend(removed);
+        let (status, flip) = self.finish(status, &decided, now);
+        events.extend(flip);
+        events.extend(notes);
+        Report {
+            status,
+            events,
+            requeue,
+        }
+    }
+
+    /// The status with its conditions, if it changed, and the Event of a Ready flip.
+    fn finish(
+        &self,
+        mut status: EgressProxyPolicyStatus,
+        decided: &[Decided],
+        now: &Time,
+    ) -> (Option<EgressProxyPolicyStatus>, Option<Note>) {
+        let old = &self.previous;
+        status.observed_generation = self.generation;
+        status.conditions = conditions::build(&old.conditions, decided, self.generation, now);
+        let flip = (conditions::ready_of(&old.conditions)
+            != conditions::ready_of(&status.conditions))
+        .then(|| status.conditions.iter().find(|c| c.type_ == READY))
+        .flatten()
+        .map(|ready| Note {
+            warning: ready.status != "True",
+            reason: ready.reason.clone(),
+            message: ready.message.clone(),
+        });
+        ((status != *old).then_some(status), flip)
+    }
+
+    /// What ends the reconcile once the writes are done: deleting the managed objects and
+    /// removing the finalizer happen only when every workload write succeeded, so a failed
+    /// release keeps the originals it must restore.
+    pub fn completion(&self, failed: &[(WorkloadId, String)]) -> Completion {
+        let ok = failed.is_empty();
+        Completion {
+            delete_secret: ok && self.secret == Change::Delete,
+            delete_config_map: ok && self.config_map == Change::Delete,
+            remove_finalizer: ok && self.remove_finalizer,
+        }
+    }
+
+    /// The managed Secret's data once the originals of successful releases are dropped,
+    /// when that changes it.
+    pub fn secret_after(&self, failed: &[(WorkloadId, String)]) -> Option<SecretData> {
+        if !matches!(self.verdict, Verdict::Applied(_)) {
+            return None;
+        }
+        let mut data = self.base.clone()?;
+        let before = data.0.len();
+        for w in &self.writes {
+            if !failed.iter().any(|(id, _)| *id == w.id) {
+                for k in &w.forget {
+                    data.0.remove(k);
+                }
+            }
+        }
+        (data.0.len() != before).then_some(data)
+    }
+}
+
+fn applied_status(
+    previous: &EgressProxyPolicyStatus,
+    a: &Applied,
+    written_now: &[String],
+    failed: &[(WorkloadId, String)],
+) -> (EgressProxyPolicyStatus, Vec<Decided>, Requeue) {
+    let written: BTreeSet<&str> = written_now.iter().map(String::as_str).collect();
+    let mut pending = a.held.clone();
+    let mut up_to_date = 0;
+    for m in &a.mine {
+        let id = m.id.to_string();
+        if !m.needs_write && m.rollout == crate::controller::objects::Rollout::RolledOut {
+            up_to_date += 1;
+            continue;
+        }
+        let note = if m.rollout.stuck() {
+            m.rollout.note()
+        } else if m.needs_write && !m.written && !written.contains(id.as_str()) {
+            " (waiting)"
+        } else {
+            ""
+        };
+        pending.push(format!("{id}{note}"));
+    }
+    let status = EgressProxyPolicyStatus {
+        observed_generation: previous.observed_generation,
+        conditions: Vec::new(),
+        no_proxy: Some(a.rendered.value.clone()),
+        uncovered: a
+            .rendered
+            .uncovered
+            .iter()
+            .map(|u| UncoveredIntent {
+                entry: u.entry.clone(),
+                reason: u.reason.clone(),
+            })
+            .collect(),
+        warnings: a.rendered.warnings.clone(),
+        discovered: Some(a.facts.clone()),
+        active_credential: Some(a.active.clone()),
+        rotation: previous.rotation.clone(),
+        workloads: Some(WorkloadCounts {
+            selected: a.mine.len() as i32 + a.held.len() as i32,
+            up_to_date,
+            pending: pending.iter().take(LISTED).cloned().collect(),
+        }),
+    };
+    let failures: Vec<String> = failed.iter().map(|(id, e)| format!("{id}: {e}")).collect();
+    let decided = decide(&Outcome {
+        selected: a.mine.len() + a.held.len(),
+        pending: &pending,
+        paused: a.paused,
+        overlaps: &a.overlaps,
+        conflicts: &a.conflicts,
+        failures: &failures,
+    });
+    let requeue = if pending.is_empty() {
+        Requeue::Resync
+    } else {
+        Requeue::Soon
+    };
+    (status, decided, requeue)
+}
+
+fn not_admitted(namespace: &str, admission: &str, restored: &[String]) -> String {
+    let restored = if restored.is_empty() {
+        String::new()
+    } else {
+        format!(" (restored {})", restored.join(", "))
+    };
+    format!(
+        "namespace {namespace} is not admitted by the operator's {admission}; nothing is injected{restored}"
+    )
+}
+
+fn cond(
+    type_: &'static str,
+    status: bool,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Decided {
+    Decided {
+        type_,
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+fn suspended() -> Vec<Decided> {
+    vec![
+        cond(
+            READY,
+            false,
+            reason::SUSPENDED,
+            "spec.suspend is true: nothing is written until it is false",
+        ),
+        cond(RECONCILING, false, reason::SUSPENDED, "suspended"),
+        cond(STALLED, false, reason::SUSPENDED, "suspended"),
+    ]
+}
+
+fn blocked_by(b: &Blocker) -> Vec<Decided> {
+    blocked(b.reason, b.message.clone())
+}
+
+fn blocked(reason: &'static str, message: String) -> Vec<Decided> {
+    vec![
+        cond(
+            READY,
+            false,
+            reason,
+            format!("{message}; the workloads keep their last applied configuration"),
+        ),
+        cond(RECONCILING, false, reason, "blocked"),
+        cond(STALLED, true, reason, message),
+    ]
+}
+
+struct Outcome<'a> {
+    selected: usize,
+    pending: &'a [String],
+    paused: bool,
+    overlaps: &'a [String],
+    conflicts: &'a [String],
+    failures: &'a [String],
+}
+
+/// The Ready reason and message of an applied policy, most urgent first.
+fn ready(o: &Outcome) -> (&'static str, String) {
+    let n = o.pending.len();
+    if !o.failures.is_empty() {
+        let m = format!("updating failed for {}", list(o.failures));
+        (reason::WORKLOAD_UPDATE_FAILED, m)
+    } else if !o.overlaps.is_empty() {
+        let m = format!(
+            "selected, but an older policy manages them: {}",
+            list(o.overlaps)
+        );
+        (reason::POLICY_OVERLAP, m)
+    } else if !o.conflicts.is_empty() {
+        let m = format!(
+            "existingEnv is Keep, so these variables keep the container's own value: {}",
+            list(o.conflicts)
+        );
+        (reason::ENV_CONFLICT, m)
+    } else if n > 0 && o.paused {
+        let m = format!(
+            "spec.rollout.paused: {n} workload(s) wait: {}",
+            list(o.pending)
+        );
+        (reason::ROLLOUT_PAUSED, m)
+    } else if n > 0 {
+        let m = format!(
+            "{n} workload(s) not yet on the current config: {}",
+            list(o.pending)
+        );
+        (reason::ROLLOUT_IN_PROGRESS, m)
+    } else if o.selected == 0 {
+        let m = "the policy selects no workload in this namespace".into();
+        (reason::NO_WORKLOADS, m)
+    } else {
+        let m = format!(
+            "{} workload(s) run the current proxy configuration",
+            o.selected
+        );
+        (reason::RECONCILED, m)
+    }
+}
+
+/// Ready, Reconciling and Stalled for an applied policy.
+fn decide(o: &Outcome) -> Vec<Decided> {
+    let (ready_reason, ready_msg) = ready(o);
+    let is_ready = matches!(ready_reason, reason::RECONCILED | reason::NO_WORKLOADS);
+    let reconciling = if o.pending.is_empty() {
+        let m = "every selected workload is up to date";
+        cond(RECONCILING, false, reason::IDLE, m)
+    } else if o.paused {
+        cond(RECONCILING, false, reason::ROLLOUT_PAUSED, "rollout paused")
+    } else {
+        let m = format!("{} workload(s) rolling or waiting", o.pending.len());
+        cond(RECONCILING, true, reason::ROLLOUT_IN_PROGRESS, m)
+    };
+    let stalled = cond(
+        STALLED,
+        false,
+        reason::IDLE,
+        "the spec and its Secret are valid",
+    );
+    vec![
+        cond(READY, is_ready, ready_reason, ready_msg),
+        reconciling,
+        stalled,
+    ]
+}
+
+/// The first few names, and how many more.
+pub(crate) fn list(items: &[String]) -> String {
+    let shown: Vec<&str> = items.iter().take(LISTED).map(String::as_str).collect();
+    if items.len() > LISTED {
+        format!("{} and {} more", shown.join(", "), items.len() - LISTED)
+    } else {
+        shown.join(", ")
+    }
+}

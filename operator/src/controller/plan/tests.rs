@@ -1,0 +1,979 @@
+//! Plan tests: build the inputs, assert the exact plan and report. No server.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::api::WorkloadKind;
+use crate::controller::objects::Rollout;
+use crate::discovery::{NodeInputs, Overrides};
+use crate::workloads::CONFIG_HASH;
+
+const NS: &str = "team-a";
+const OWN: &str = "egress-proxy-outbound";
+const URL: &str = "http://u:pw@proxy.corp.example:3128";
+const KEY: [u8; 32] = [7; 32];
+
+fn policy(name: &str, created: &str, spec: Value) -> EgressProxyPolicy {
+    let mut base = json!({
+        "workloadSelector": {"matchLabels": {"egress": "proxied"}},
+        "proxy": {"credentials": [{"name": "main", "secretRef": {"name": "egress-proxy"}}],
+                  "active": "main"},
+    });
+    merge(&mut base, spec);
+    serde_json::from_value(json!({
+        "apiVersion": "egressproxy.io/v1alpha1",
+        "kind": "EgressProxyPolicy",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
+                     "generation": 1, "creationTimestamp": created,
+                     "finalizers": ["egressproxy.io/cleanup"]},
+        "spec": base,
+    }))
+    .expect("policy")
+}
+
+fn merge(a: &mut Value, b: Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+fn deployment(name: &str, labels: Value, containers: Value) -> WorkloadView {
+    workload(WorkloadKind::Deployment, name, labels, containers)
+}
+
+fn workload(kind: WorkloadKind, name: &str, labels: Value, containers: Value) -> WorkloadView {
+    WorkloadView {
+        id: WorkloadId {
+            kind,
+            namespace: NS.into(),
+            name: name.into(),
+        },
+        labels: serde_json::from_value(labels).expect("labels"),
+        template: serde_json::from_value(json!({"spec": {"containers": containers}}))
+            .expect("template"),
+        resource_version: Some("10".into()),
+        rollout: Rollout::RolledOut,
+    }
+}
+
+fn proxied(name: &str) -> WorkloadView {
+    deployment(
+        name,
+        json!({"egress": "proxied"}),
+        json!([{"name": "app", "image": "app:1", "env": [{"name": "LOG", "value": "1"}]}]),
+    )
+}
+
+/// A cluster where every fact is found.
+fn cluster() -> ClusterInputs {
+    ClusterInputs {
+        kubernetes_service_found: true,
+        kubernetes_service_ips: vec!["10.43.0.1".into()],
+        nodes: vec![NodeInputs {
+            name: "n1".into(),
+            pod_cidrs: vec!["10.42.0.0/24".into()],
+            internal_ips: vec!["192.168.1.10".into()],
+            provider_id: None,
+        }],
+        overrides: Overrides {
+            cluster_domain: Some("cluster.corp".into()),
+            service_cidrs: vec!["10.43.0.0/16".into()],
+            pod_cidrs: Vec::new(),
+        },
+        ..Default::default()
+    }
+}
+
+fn urls(url: &str) -> Result<ProxyUrls, CredentialError> {
+    Ok(ProxyUrls {
+        http_proxy: url.into(),
+        https_proxy: url.into(),
+    })
+}
+
+/// Everything a reconcile knows, owned; `plan()` borrows it.
+struct World {
+    policy: EgressProxyPolicy,
+    others: Vec<EgressProxyPolicy>,
+    admitted: bool,
+    cluster: ClusterInputs,
+    credentials: Option<Result<ProxyUrls, CredentialError>>,
+    secret: Observed<SecretData>,
+    config_map: Observed<ConfigMapData>,
+    workloads: Vec<WorkloadView>,
+    recent: BTreeMap<WorkloadId, String>,
+    previous: EgressProxyPolicyStatus,
+    new_key: Vec<u8>,
+}
+
+impl World {
+    /// A new policy `outbound` (no status, no managed objects) and the given workloads.
+    fn new(spec: Value, workloads: Vec<WorkloadView>) -> World {
+        World {
+            policy: policy("outbound", "2026-01-02T00:00:00Z", spec),
+            others: Vec::new(),
+            admitted: true,
+            cluster: cluster(),
+            credentials: Some(urls(URL)),
+            secret: Observed::default(),
+            config_map: Observed::default(),
+            workloads,
+            recent: BTreeMap::new(),
+            previous: EgressProxyPolicyStatus::default(),
+            new_key: KEY.to_vec(),
+        }
+    }
+
+    fn plan(&self) -> Plan {
+        let others: Vec<&EgressProxyPolicy> = self.others.iter().collect();
+        plan(&Inputs {
+            policy: &self.policy,
+            others: &others,
+            admitted: self.admitted,
+            admission: "namespace selector \"egressproxy.io/enabled=true\"",
+            cluster: &self.cluster,
+            credentials: self.credentials.as_ref(),
+            secret: &self.secret,
+            config_map: &self.config_map,
+            workloads: &self.workloads,
+            recent: &self.recent,
+            previous: &self.previous,
+            new_key: &self.new_key,
+        })
+    }
+
+    /// Plays the plan as a successful executor and the cluster would: managed objects
+    /// written, workloads written and rolled out, status stored.
+    fn settle(&mut self) -> Plan {
+        let p = self.plan();
+        match &p.secret {
+            Change::Apply(d) => self.secret = observed(d.clone(), managed_meta(&self.policy)),
+            Change::Delete => self.secret = Observed::default(),
+            Change::Keep => {}
+        }
+        if let Some(d) = p.secret_after(&[]) {
+            self.secret.data = Some(d);
+        }
+        match &p.config_map {
+            Change::Apply(d) => {
+                self.config_map = observed(d.clone(), managed_meta(&self.policy));
+            }
+            Change::Delete => self.config_map = Observed::default(),
+            Change::Keep => {}
+        }
+        for w in &p.writes {
+            let v = self
+                .workloads
+                .iter_mut()
+                .find(|v| v.id == w.id)
+                .expect("written");
+            v.template = written(&v.template, &w.write);
+            v.rollout = Rollout::RolledOut;
+        }
+        if let Some(s) = p.report(&[], &now()).status {
+            self.previous = s;
+        }
+        p
+    }
+
+    fn workload(&mut self, name: &str) -> &mut WorkloadView {
+        self.workloads
+            .iter_mut()
+            .find(|v| v.id.name == name)
+            .expect("workload")
+    }
+}
+
+fn observed<T>(data: T, meta: ObjectMeta) -> Observed<T> {
+    Observed {
+        data: Some(data),
+        meta: Some(meta),
+    }
+}
+
+fn now() -> Time {
+    Time("2026-03-01T00:00:00Z".parse().expect("time"))
+}
+
+/// The template after a write, for the fields the operator touches (a small stand-in for
+/// the API server's apply and strategic merge, enough for these tests).
+fn written(t: &PodTemplateSpec, w: &Write) -> PodTemplateSpec {
+    let body = match w {
+        Write::Apply(b) | Write::Patch(b) => b,
+        Write::None => return t.clone(),
+    };
+    let mut out = serde_json::to_value(t).expect("template");
+    let tpl = &body["spec"]["template"];
+    let hash = tpl["metadata"]["annotations"][CONFIG_HASH].clone();
+    let ann = &mut out["metadata"]["annotations"];
+    if hash.is_null() {
+        if let Some(a) = ann.as_object_mut() {
+            a.remove(CONFIG_HASH);
+        }
+    } else {
+        merge(ann, json!({ CONFIG_HASH: hash }));
+    }
+    for field in ["containers", "initContainers"] {
+        for c in tpl["spec"][field].as_array().into_iter().flatten() {
+            let list = out["spec"][field].as_array_mut().expect("containers");
+            let target = list.iter_mut().find(|x| x["name"] == c["name"]).expect("c");
+            for e in c["env"].as_array().into_iter().flatten() {
+                set_env(target, e);
+            }
+        }
+    }
+    serde_json::from_value(out).expect("template")
+}
+
+fn set_env(container: &mut Value, e: &Value) {
+    if !container["env"].is_array() {
+        container["env"] = json!([]);
+    }
+    let env = container["env"].as_array_mut().expect("env");
+    env.retain(|x| x["name"] != e["name"]);
+    if e["$patch"] != "delete" {
+        let mut e = e.clone();
+        if let Some(o) = e.as_object_mut() {
+            o.retain(|_, v| !v.is_null());
+        }
+        env.push(e);
+    }
+}
+
+fn env_names(v: &WorkloadView, container: &str) -> Vec<String> {
+    let spec = v.template.spec.as_ref().expect("spec");
+    let c = spec
+        .containers
+        .iter()
+        .find(|c| c.name == container)
+        .expect("c");
+    c.env.iter().flatten().map(|e| e.name.clone()).collect()
+}
+
+fn ids(p: &Plan) -> Vec<String> {
+    p.writes.iter().map(|w| w.id.to_string()).collect()
+}
+
+fn ready(r: &Report) -> (String, String) {
+    let s = r.status.as_ref().expect("status written");
+    let c = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    (c.status.clone(), c.reason.clone())
+}
+
+fn events(r: &Report) -> Vec<(bool, String)> {
+    r.events
+        .iter()
+        .map(|e| (e.warning, e.reason.clone()))
+        .collect()
+}
+
+fn hash_of(v: &WorkloadView) -> Option<String> {
+    workloads::current_hash(&v.template).map(str::to_owned)
+}
+
+/// In the default `portable` dialect: the CIDRs and `::1` are uncovered.
+const NO_PROXY: &str =
+    "cluster.corp,.cluster.corp,localhost,svc,.svc,10.43.0.1,127.0.0.1,192.168.1.10";
+
+// --- the first reconcile and the steady state ---
+
+#[test]
+fn a_new_policy_writes_its_managed_objects_then_injects() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    w.policy.metadata.finalizers = None;
+    let p = w.plan();
+    assert!(p.add_finalizer);
+    let Change::Apply(secret) = &p.secret else {
+        panic!("secret {:?}", p.secret)
+    };
+    let keys: Vec<&str> = secret.0.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["HTTPS_PROXY", "HTTP_PROXY", "hash-key"]);
+    assert_eq!(secret.0["hash-key"].0, KEY.to_vec());
+    assert_eq!(
+        p.config_map,
+        Change::Apply(BTreeMap::from([("NO_PROXY".into(), NO_PROXY.into())]))
+    );
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    let Write::Apply(body) = &p.writes[0].write else {
+        panic!("server-side apply")
+    };
+    let env = &body["spec"]["template"]["spec"]["containers"][0]["env"];
+    let names: Vec<&str> = env
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "NO_PROXY",
+            "no_proxy"
+        ]
+    );
+    assert_eq!(env[0]["valueFrom"]["secretKeyRef"]["name"], OWN);
+    assert_eq!(env[4]["valueFrom"]["configMapKeyRef"]["name"], OWN);
+    assert!(!p.remove_finalizer);
+    let r = p.report(&[], &now());
+    assert_eq!(
+        ready(&r),
+        ("False".into(), reason::ROLLOUT_IN_PROGRESS.into())
+    );
+    assert_eq!(r.requeue, Requeue::Soon);
+    let status = r.status.clone().expect("status");
+    assert_eq!(status.no_proxy.as_deref(), Some(NO_PROXY));
+    assert_eq!(status.active_credential.as_deref(), Some("main"));
+    let counts = status.workloads.expect("counts");
+    assert_eq!((counts.selected, counts.up_to_date), (1, 0));
+    assert_eq!(counts.pending, ["Deployment/api"]);
+    assert_eq!(
+        events(&r),
+        [
+            (true, reason::ROLLOUT_IN_PROGRESS.into()),
+            (false, "ConfigApplied".into())
+        ]
+    );
+}
+
+#[test]
+fn the_steady_state_plans_no_write_status_or_event() {
+    let mut w = World::new(json!({}), vec![proxied("api"), proxied("web")]);
+    w.settle();
+    let p = w.settle();
+    assert_eq!(ids(&p), Vec::<String>::new(), "the rollout round");
+    let p = w.plan();
+    assert!(!p.add_finalizer && !p.remove_finalizer);
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    assert!(p.writes.is_empty());
+    let r = p.report(&[], &now());
+    assert_eq!(r.status, None, "status unchanged");
+    assert!(r.events.is_empty());
+    assert_eq!(r.requeue, Requeue::Resync);
+    assert_eq!(env_names(&w.workloads[0], "app")[0], "LOG");
+}
+
+#[test]
+fn settling_reports_ready_once() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    w.settle();
+    let r = w.plan().report(&[], &now());
+    assert_eq!(ready(&r), ("True".into(), reason::RECONCILED.into()));
+    assert_eq!(events(&r), [(false, reason::RECONCILED.into())]);
+}
+
+#[test]
+fn the_plan_is_deterministic() {
+    let w = World::new(json!({}), vec![proxied("b"), proxied("a")]);
+    assert_eq!(w.plan(), w.plan());
+}
+
+#[test]
+fn the_hash_key_in_the_managed_secret_is_kept() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    w.settle();
+    let before = hash_of(&w.workloads[0]);
+    w.new_key = vec![9; 32];
+    let p = w.plan();
+    assert_eq!(p.secret, Change::Keep);
+    assert!(p.writes.is_empty(), "same key, same hash");
+    assert!(before.is_some());
+}
+
+#[test]
+fn a_credential_change_rolls_every_workload_once() {
+    let mut w = World::new(json!({}), vec![proxied("api"), proxied("web")]);
+    w.settle();
+    let old = hash_of(&w.workloads[0]);
+    w.credentials = Some(urls("http://u:new@proxy.corp.example:3128"));
+    let p = w.plan();
+    assert!(matches!(p.secret, Change::Apply(_)));
+    assert_eq!(p.config_map, Change::Keep, "NO_PROXY did not change");
+    assert_eq!(ids(&p), ["Deployment/api", "Deployment/web"]);
+    assert_ne!(Some(p.writes[0].marker.clone()), old);
+    w.settle();
+    assert!(w.plan().writes.is_empty());
+}
+
+#[test]
+fn a_managed_object_without_our_labels_is_applied_again() {
+    let mut w = World::new(json!({}), vec![]);
+    w.settle();
+    if let Some(m) = w.config_map.meta.as_mut() {
+        m.owner_references = None;
+    }
+    let p = w.plan();
+    assert!(matches!(p.config_map, Change::Apply(_)));
+    assert_eq!(p.secret, Change::Keep);
+}
+
+// --- the rollout budget ---
+
+fn five() -> Vec<WorkloadView> {
+    ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|n| proxied(n))
+        .collect()
+}
+
+#[test]
+fn at_most_max_concurrent_workloads_are_written() {
+    let w = World::new(json!({"rollout": {"maxConcurrent": 2}}), five());
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/a", "Deployment/b"]);
+    let r = p.report(&[], &now());
+    let pending = r.status.expect("status").workloads.expect("w").pending;
+    assert_eq!(
+        pending,
+        [
+            "Deployment/a",
+            "Deployment/b",
+            "Deployment/c (waiting)",
+            "Deployment/d (waiting)",
+            "Deployment/e (waiting)"
+        ]
+    );
+}
+
+#[test]
+fn rolling_workloads_hold_their_slots() {
+    let mut w = World::new(json!({"rollout": {"maxConcurrent": 2}}), five());
+    let p = w.plan();
+    for wr in &p.writes {
+        let v = w.workloads.iter_mut().find(|v| v.id == wr.id).expect("v");
+        v.template = written(&v.template, &wr.write);
+        v.rollout = Rollout::Rolling;
+    }
+    assert!(w.plan().writes.is_empty(), "two rolling, no slot free");
+    w.workload("a").rollout = Rollout::RolledOut;
+    assert_eq!(ids(&w.plan()), ["Deployment/c"]);
+}
+
+#[test]
+fn a_rollout_that_cannot_progress_holds_no_slot() {
+    for stuck in [
+        Rollout::Stalled,
+        Rollout::Paused,
+        Rollout::WaitingForManualRestart,
+    ] {
+        let mut w = World::new(json!({"rollout": {"maxConcurrent": 1}}), five());
+        let p = w.plan();
+        let v = w.workload("a");
+        v.template = written(&v.template, &p.writes[0].write);
+        v.rollout = stuck;
+        let p = w.plan();
+        assert_eq!(ids(&p), ["Deployment/b"], "{stuck:?}");
+        let r = p.report(&[], &now());
+        let pending = r.status.expect("status").workloads.expect("w").pending;
+        assert_eq!(pending[0], format!("Deployment/a{}", stuck.note()));
+    }
+}
+
+#[test]
+fn a_write_the_cache_has_not_seen_is_not_repeated_and_holds_its_slot() {
+    let mut w = World::new(json!({"rollout": {"maxConcurrent": 2}}), five());
+    let p = w.plan();
+    for wr in &p.writes {
+        w.recent.insert(wr.id.clone(), wr.marker.clone());
+    }
+    let again = w.plan();
+    assert!(again.writes.is_empty(), "{:?}", again.writes);
+}
+
+#[test]
+fn paused_writes_nothing_and_says_so() {
+    let w = World::new(json!({"rollout": {"paused": true}}), vec![proxied("api")]);
+    let p = w.plan();
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    assert!(p.writes.is_empty() && !p.add_finalizer);
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("False".into(), reason::ROLLOUT_PAUSED.into()));
+}
+
+#[test]
+fn on_delete_workloads_are_pending_with_a_note() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    w.settle();
+    w.workload("api").rollout = Rollout::WaitingForManualRestart;
+    let r = w.plan().report(&[], &now());
+    let s = r.status.expect("status");
+    assert_eq!(
+        s.workloads.expect("w").pending,
+        ["Deployment/api (OnDelete: waits for its Pods to be deleted)"]
+    );
+}
+
+// --- what blocks a policy (the workloads keep their last good configuration) ---
+
+fn assert_blocked(w: &World, reason: &str, message: &str) {
+    let p = w.plan();
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    assert!(p.writes.is_empty(), "{:?}", p.writes);
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("False".into(), reason.into()));
+    let s = r.status.expect("status");
+    let stalled = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled")
+        .expect("S");
+    assert_eq!(stalled.status, "True");
+    assert!(stalled.message.contains(message), "{}", stalled.message);
+    assert_eq!(r.requeue, Requeue::Resync);
+}
+
+fn settled(spec: Value) -> World {
+    let mut w = World::new(spec, vec![proxied("api")]);
+    w.settle();
+    w.settle();
+    w
+}
+
+#[test]
+fn an_invalid_selector_blocks() {
+    let mut w = settled(json!({}));
+    w.policy.spec.workload_selector = serde_json::from_value(json!(
+        {"matchExpressions": [{"key": "egress", "operator": "Bogus", "values": ["x"]}]}
+    ))
+    .expect("selector");
+    assert_blocked(&w, reason::INVALID_SELECTOR, "spec.workloadSelector");
+}
+
+#[test]
+fn an_invalid_entry_blocks_with_its_index() {
+    let mut w = settled(json!({}));
+    w.policy.spec.no_proxy.additional = vec![".corp.example".into(), "a..b".into()];
+    assert_blocked(
+        &w,
+        reason::INVALID_NO_PROXY_ENTRY,
+        "spec.noProxy.additional[1]",
+    );
+}
+
+#[test]
+fn a_missing_fact_blocks_and_is_named() {
+    let mut w = settled(json!({}));
+    w.cluster.overrides.cluster_domain = None;
+    assert_blocked(&w, reason::DISCOVERY_INCOMPLETE, "clusterDomain");
+}
+
+#[test]
+fn credential_problems_block_with_their_reason() {
+    let secret = "team-a/egress-proxy".to_owned();
+    let cases = [
+        (
+            CredentialError::NotFound {
+                secret: secret.clone(),
+            },
+            reason::SECRET_NOT_FOUND,
+        ),
+        (
+            CredentialError::NotGranted {
+                secret: secret.clone(),
+                namespace: NS.into(),
+            },
+            reason::SECRET_NOT_GRANTED,
+        ),
+        (
+            CredentialError::InvalidProxyUrl {
+                secret: secret.clone(),
+                key: "httpProxy".into(),
+                reason: "bad port".into(),
+            },
+            reason::INVALID_PROXY_URL,
+        ),
+    ];
+    for (err, reason) in cases {
+        let mut w = settled(json!({}));
+        w.credentials = Some(Err(err));
+        assert_blocked(&w, reason, &secret);
+    }
+}
+
+#[test]
+fn a_foreign_object_with_the_managed_name_is_never_taken_over() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    w.secret.meta = Some(ObjectMeta {
+        name: Some(OWN.into()),
+        ..Default::default()
+    });
+    assert_blocked(
+        &w,
+        reason::MANAGED_OBJECT_CONFLICT,
+        "Secret team-a/egress-proxy-outbound",
+    );
+}
+
+// --- Keep and Override ---
+
+fn own_proxy() -> Vec<WorkloadView> {
+    vec![deployment(
+        "api",
+        json!({"egress": "proxied"}),
+        json!([{"name": "app", "image": "app:1",
+                "env": [{"name": "HTTP_PROXY", "value": "http://own:3128"}]}]),
+    )]
+}
+
+#[test]
+fn keep_leaves_the_containers_own_pair_and_reports_it() {
+    let w = World::new(json!({}), own_proxy());
+    let p = w.plan();
+    let Write::Apply(body) = &p.writes[0].write else {
+        panic!("apply")
+    };
+    let env = body["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(str::to_owned))
+        .collect::<Vec<_>>();
+    assert_eq!(env, ["HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"]);
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("False".into(), reason::ENV_CONFLICT.into()));
+}
+
+#[test]
+fn override_replaces_and_remembers_the_original_then_restores_it() {
+    let mut w = World::new(json!({"existingEnv": "Override"}), own_proxy());
+    let p = w.plan();
+    assert!(matches!(p.writes[0].write, Write::Patch(_)));
+    let Change::Apply(data) = &p.secret else {
+        panic!("secret")
+    };
+    let key = "original.Deployment.team-a.api.app.HTTP_PROXY";
+    assert!(data.0.contains_key(key), "{data:?}");
+    w.settle();
+    // Deselected: the original comes back and is then forgotten.
+    w.workload("api").labels.clear();
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    assert_eq!(p.writes[0].forget, [key]);
+    let Write::Patch(body) = &p.writes[0].write else {
+        panic!("patch")
+    };
+    let env = &body["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .expect("env")
+            .iter()
+            .any(|e| e["name"] == "HTTP_PROXY" && e["value"] == "http://own:3128"),
+        "{env}"
+    );
+    let after = p.secret_after(&[]).expect("originals dropped");
+    assert!(!after.0.contains_key(key));
+}
+
+#[test]
+fn a_failed_release_keeps_the_originals() {
+    let mut w = World::new(json!({"existingEnv": "Override"}), own_proxy());
+    w.settle();
+    w.workload("api").labels.clear();
+    let p = w.plan();
+    let failed = [(p.writes[0].id.clone(), "422 Invalid: no".to_owned())];
+    assert_eq!(p.secret_after(&failed), None);
+    let r = p.report(&failed, &now());
+    assert_eq!(ready(&r).1, reason::WORKLOAD_UPDATE_FAILED);
+    assert!(events(&r).iter().all(|(_, r)| r != "ConfigRemoved"));
+}
+
+// --- selection, release, overlap, handover ---
+
+#[test]
+fn a_deselected_workload_is_released_once() {
+    let mut w = settled(json!({}));
+    w.workload("api").labels.clear();
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    assert!(p.writes[0].is_release());
+    let r = p.report(&[], &now());
+    assert!(events(&r).contains(&(false, "ConfigRemoved".into())));
+    assert_eq!(ready(&r), ("True".into(), reason::NO_WORKLOADS.into()));
+    w.recent.insert(p.writes[0].id.clone(), CLEANED.into());
+    assert!(
+        w.plan().writes.is_empty(),
+        "the cache lags: no second release"
+    );
+    w.recent.clear();
+    w.settle();
+    assert_eq!(env_names(&w.workloads[0], "app"), ["LOG"]);
+    assert_eq!(hash_of(&w.workloads[0]), None);
+}
+
+#[test]
+fn dropping_a_kind_releases_those_workloads() {
+    let ds = workload(
+        WorkloadKind::DaemonSet,
+        "agent",
+        json!({"egress": "proxied"}),
+        json!([{"name": "agent", "image": "a:1"}]),
+    );
+    let mut w = World::new(json!({}), vec![proxied("api"), ds]);
+    w.settle();
+    w.policy.spec.workload_kinds = vec![WorkloadKind::Deployment];
+    let p = w.plan();
+    assert_eq!(ids(&p), ["DaemonSet/agent"]);
+    assert!(p.writes[0].is_release());
+}
+
+#[test]
+fn an_empty_selector_selects_nothing() {
+    let w = World::new(
+        json!({"workloadSelector": {"matchLabels": null}}),
+        vec![proxied("api")],
+    );
+    let p = w.plan();
+    assert!(p.writes.is_empty());
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("True".into(), reason::NO_WORKLOADS.into()));
+}
+
+#[test]
+fn an_older_policy_wins_an_overlap() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    w.others = vec![policy("first", "2026-01-01T00:00:00Z", json!({}))];
+    let p = w.plan();
+    assert!(p.writes.is_empty());
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("False".into(), reason::POLICY_OVERLAP.into()));
+    let s = r.status.expect("status");
+    let msg = &s.conditions[0].message;
+    assert!(
+        msg.contains("Deployment/api (managed by EgressProxyPolicy first)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_newer_policy_releases_what_an_older_one_now_manages() {
+    let mut w = settled(json!({}));
+    w.others = vec![policy("first", "2026-01-01T00:00:00Z", json!({}))];
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    assert!(p.writes[0].is_release());
+}
+
+#[test]
+fn a_workload_still_carrying_another_policys_entries_waits_for_its_release() {
+    // `first` injected `api`, then stopped selecting it; `outbound` is the only one now.
+    let mut first = World::new(json!({}), vec![proxied("api")]);
+    first.policy = policy("first", "2026-01-01T00:00:00Z", json!({}));
+    first.settle();
+    let mut w = World::new(json!({}), first.workloads.clone());
+    let mut gone = first.policy.clone();
+    gone.spec.workload_selector =
+        serde_json::from_value(json!({"matchLabels": {"x": "y"}})).expect("selector");
+    w.others = vec![gone];
+    let p = w.plan();
+    assert!(p.writes.is_empty(), "no handover before the release");
+    let r = p.report(&[], &now());
+    let s = r.status.expect("status");
+    assert_eq!(
+        s.workloads.expect("w").pending,
+        ["Deployment/api (waiting for EgressProxyPolicy first to release it)"]
+    );
+}
+
+#[test]
+fn a_hash_annotation_another_policy_accounts_for_is_left_alone() {
+    let mut w = settled(json!({}));
+    w.workload("api").labels.clear();
+    // A policy that selects by another label owns the workload now.
+    let mut other = policy("other", "2026-01-03T00:00:00Z", json!({}));
+    other.spec.workload_selector =
+        serde_json::from_value(json!({"matchLabels": {"app": "api"}})).expect("s");
+    w.others = vec![other];
+    w.workload("api").labels = BTreeMap::from([("app".into(), "api".into())]);
+    let own = OWN.to_owned();
+    // Entries of ours are still released...
+    assert_eq!(ids(&w.plan()), ["Deployment/api"]);
+    // ...but once they are gone, the annotation alone is the other policy's business.
+    w.settle();
+    let v = w.workload("api");
+    assert!(!workloads::has_entries(&v.template, &own, &own));
+    v.template = written(
+        &v.template,
+        &Write::Apply(json!({"spec": {"template": {
+            "metadata": {"annotations": {CONFIG_HASH: "v1-other"}}, "spec": {}}}})),
+    );
+    assert!(w.plan().writes.is_empty());
+}
+
+// --- suspension, opt-in, deletion ---
+
+#[test]
+fn suspended_plans_nothing_but_its_status() {
+    let mut w = settled(json!({}));
+    w.policy.spec.suspend = true;
+    w.workload("api").labels.clear();
+    let p = w.plan();
+    assert!(p.writes.is_empty() && !p.remove_finalizer);
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("False".into(), reason::SUSPENDED.into()));
+    assert_eq!(r.requeue, Requeue::AwaitChange);
+}
+
+#[test]
+fn a_namespace_that_is_not_admitted_is_cleaned_up() {
+    let mut w = settled(json!({}));
+    w.admitted = false;
+    w.credentials = None;
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    assert_eq!(
+        (&p.secret, &p.config_map),
+        (&Change::Delete, &Change::Delete)
+    );
+    assert!(p.remove_finalizer);
+    let r = p.report(&[], &now());
+    assert_eq!(
+        ready(&r),
+        ("False".into(), reason::NAMESPACE_NOT_ENABLED.into())
+    );
+    let s = r.status.clone().expect("status");
+    assert!(
+        s.conditions[0].message.starts_with(
+            "namespace team-a is not admitted by the operator's namespace selector \"egressproxy.io/enabled=true\"; nothing is injected (restored Deployment/api)"
+        ),
+        "{}",
+        s.conditions[0].message
+    );
+    assert_eq!(
+        events(&r),
+        [
+            (false, "ConfigRemoved".into()),
+            (true, reason::NAMESPACE_NOT_ENABLED.into())
+        ]
+    );
+    assert_eq!(
+        p.completion(&[]),
+        Completion {
+            delete_secret: true,
+            delete_config_map: true,
+            remove_finalizer: true
+        }
+    );
+}
+
+#[test]
+fn deletion_releases_everything_then_removes_the_finalizer() {
+    let mut w = settled(json!({}));
+    w.policy.metadata.deletion_timestamp = Some(now());
+    w.credentials = None;
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    let r = p.report(&[], &now());
+    assert_eq!(r.status, None, "a deleted policy gets no status");
+    assert_eq!(events(&r), [(false, "ConfigRemoved".into())]);
+    assert!(p.completion(&[]).remove_finalizer);
+    // A failed release keeps the managed objects (and the originals in them) and the
+    // finalizer, so the retry can finish the job.
+    let failed = [(p.writes[0].id.clone(), "500".to_owned())];
+    assert_eq!(
+        p.completion(&failed),
+        Completion {
+            delete_secret: false,
+            delete_config_map: false,
+            remove_finalizer: false
+        }
+    );
+}
+
+#[test]
+fn deletion_never_deletes_another_policys_object() {
+    let mut w = settled(json!({}));
+    w.policy.metadata.deletion_timestamp = Some(now());
+    if let Some(m) = w.secret.meta.as_mut() {
+        m.labels = Some(BTreeMap::from([(
+            crate::credentials::POLICY_LABEL.into(),
+            "someone-else".into(),
+        )]));
+    }
+    let p = w.plan();
+    assert_eq!(p.secret, Change::Keep);
+    assert_eq!(p.config_map, Change::Delete);
+}
+
+// --- reporting ---
+
+#[test]
+fn a_failed_write_is_reported_and_not_announced_as_applied() {
+    let w = World::new(json!({}), vec![proxied("api"), proxied("web")]);
+    let p = w.plan();
+    let failed = [(p.writes[0].id.clone(), "403 Forbidden: no".to_owned())];
+    let r = p.report(&failed, &now());
+    assert_eq!(
+        ready(&r),
+        ("False".into(), reason::WORKLOAD_UPDATE_FAILED.into())
+    );
+    let s = r.status.expect("status");
+    assert!(
+        s.conditions[0]
+            .message
+            .contains("Deployment/api: 403 Forbidden: no")
+    );
+    let applied = r
+        .events
+        .iter()
+        .find(|e| e.reason == "ConfigApplied")
+        .expect("e");
+    assert!(
+        applied.message.ends_with(": Deployment/web"),
+        "{}",
+        applied.message
+    );
+}
+
+#[test]
+fn transition_times_move_only_when_a_condition_flips() {
+    let mut w = settled(json!({}));
+    let first = w.previous.conditions[0].last_transition_time.clone();
+    w.credentials = Some(urls("http://u:new@proxy.corp.example:3128"));
+    let r = w
+        .plan()
+        .report(&[], &Time("2026-04-01T00:00:00Z".parse().expect("t")));
+    let s = r.status.expect("status");
+    let ready = &s.conditions[0];
+    assert_eq!(ready.status, "False");
+    assert_ne!(ready.last_transition_time, first);
+    let stalled = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled")
+        .expect("s");
+    assert_eq!(
+        stalled.last_transition_time,
+        w.previous.conditions[2].last_transition_time
+    );
+}
+
+#[test]
+fn pending_lists_are_bounded() {
+    let many: Vec<WorkloadView> = (0..30).map(|n| proxied(&format!("w{n:02}"))).collect();
+    let w = World::new(json!({"rollout": {"maxConcurrent": 1}}), many);
+    let r = w.plan().report(&[], &now());
+    let s = r.status.expect("status");
+    assert_eq!(s.workloads.as_ref().expect("w").pending.len(), 20);
+    assert!(
+        s.conditions[0].message.ends_with("and 10 more"),
+        "{}",
+        s.conditions[0].message
+    );
+}
