@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -22,10 +21,10 @@ pub struct RunArgs {
     pub context: Option<String>,
     /// Label selector on Namespaces: the admin's opt-in. Policies in other namespaces are
     /// reported as NamespaceNotEnabled and change nothing.
-    #[arg(long, default_value = "egressproxy.io/enabled=true")]
+    #[arg(long, default_value = controller::DEFAULT_NAMESPACE_SELECTOR)]
     pub namespace_selector: String,
     /// Act only in this namespace (repeatable), for a namespaced install: the list replaces
-    /// the selector, and with a single namespace every watch is namespaced.
+    /// the selector, and each namespace is watched on its own.
     #[arg(long = "namespace", value_name = "NAMESPACE")]
     pub namespaces: Vec<String>,
     /// Cluster DNS domain, instead of discovering it.
@@ -38,8 +37,12 @@ pub struct RunArgs {
     #[arg(long = "pod-cidr", value_name = "CIDR")]
     pub pod_cidrs: Vec<String>,
     /// Policies reconciled at the same time.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = controller::DEFAULT_WORKERS)]
     pub workers: u16,
+    /// `reportingInstance` of the operator's Events; in a cluster, set POD_NAME from the
+    /// downward API.
+    #[arg(long, env = "POD_NAME", default_value = controller::REPORTER)]
+    pub instance: String,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -144,9 +147,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             overrides,
             api_host,
             resolv_conf,
+            instance: args.instance.clone(),
             workers: args.workers.max(1),
-            resync: Duration::from_secs(600),
-            discovery_wait: Duration::from_secs(15),
+            ..Settings::default()
         };
         tracing::info!(selector = %settings.namespace_selector, namespaces = ?settings.namespaces, "starting");
         controller::run(client, settings, shutdown_signal()).await?;

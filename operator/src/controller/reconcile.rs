@@ -32,17 +32,14 @@ const ROLLING_RECHECK: Duration = Duration::from_secs(5);
 
 /// Discovery inputs from the caches.
 pub(super) fn cluster_inputs(ctx: &Ctx) -> ClusterInputs {
-    let config_maps: Vec<_> = ctx
-        .system_config_maps
-        .iter()
-        .flat_map(|s| s.state())
-        .collect();
+    let d = &ctx.discovery;
+    let config_maps: Vec<_> = d.config_maps.iter().flat_map(|s| s.state()).collect();
     objects::cluster_inputs(
         &DiscoverySources {
-            nodes: &ctx.nodes.state(),
-            services: &ctx.services.state(),
-            slices: &ctx.slices.state(),
-            service_cidrs: &ctx.service_cidrs.state(),
+            nodes: &d.nodes.state(),
+            services: &d.services.state(),
+            slices: &d.slices.state(),
+            service_cidrs: &d.service_cidrs.state(),
             config_maps: &config_maps,
         },
         &ctx.base_inputs,
@@ -54,9 +51,6 @@ pub(super) async fn reconcile(
     ctx: Arc<Ctx>,
 ) -> Result<Action, Error> {
     let ns = policy.namespace().unwrap_or_default();
-    if !ctx.in_scope(&ns) {
-        return Ok(Action::await_change());
-    }
     let key = (ns.clone(), policy.name_any());
     let ex = Executor {
         managed: credentials::managed_name(&policy.name_any()),
@@ -144,7 +138,7 @@ impl Executor {
             previous: &o.previous,
             new_key: &o.new_key,
         });
-        self.execute(&plan, &o).await
+        self.execute(&plan).await
     }
 
     async fn observe(&self) -> Result<Observation, Error> {
@@ -152,7 +146,7 @@ impl Executor {
         let admitted = ctx.admitted(&self.ns);
         let previous = ctx
             .recent
-            .status(&self.key(), self.policy.meta().resource_version.as_ref())
+            .status(&self.key())
             .or_else(|| self.policy.status.clone())
             .unwrap_or_default();
         let credentials = if plan::needs_credentials(&self.policy, admitted) {
@@ -172,7 +166,7 @@ impl Executor {
         let recent = workloads
             .iter()
             .filter_map(|v| {
-                let w = ctx.recent.workload(&v.id, v.resource_version.as_ref())?;
+                let w = ctx.recent.workload(&v.id)?;
                 Some((v.id.clone(), w))
             })
             .collect();
@@ -193,23 +187,19 @@ impl Executor {
 
     fn observed_secret(&self) -> Observed<SecretData> {
         let cached = self.ctx.secrets.get(&self.managed_ref());
+        let recent = self.ctx.recent.secret(&self.key_managed());
+        let data = recent.or_else(|| cached.as_ref().and_then(|s| s.data.clone()));
         Observed {
-            data: self
-                .ctx
-                .recent
-                .secret_data(&self.key_managed(), cached.as_deref())
-                .map(SecretData),
+            data: data.map(SecretData),
             meta: cached.map(|s| s.metadata.clone()),
         }
     }
 
     fn observed_config_map(&self) -> Observed<ConfigMapData> {
         let cached = self.ctx.config_maps.get(&self.managed_ref());
+        let recent = self.ctx.recent.config_map(&self.key_managed());
         Observed {
-            data: self
-                .ctx
-                .recent
-                .config_map_data(&self.key_managed(), cached.as_deref()),
+            data: recent.or_else(|| cached.as_ref().and_then(|c| c.data.clone())),
             meta: cached.map(|c| c.metadata.clone()),
         }
     }
@@ -290,19 +280,19 @@ impl Executor {
     }
 
     /// Applies the plan in its order; see [`Plan`].
-    async fn execute(&self, plan: &Plan, o: &Observation) -> Result<Action, Error> {
+    async fn execute(&self, plan: &Plan) -> Result<Action, Error> {
         if plan.add_finalizer {
             self.add_finalizer().await?;
         }
         if let Change::Apply(data) = &plan.secret {
-            self.apply_secret(data, &o.secret).await?;
+            self.apply_secret(data).await?;
         }
         if let Change::Apply(data) = &plan.config_map {
-            self.apply_config_map(data, &o.config_map).await?;
+            self.apply_config_map(data).await?;
         }
         let failed = self.write_workloads(plan).await;
         if let Some(data) = plan.secret_after(&failed) {
-            self.apply_secret(&data, &o.secret).await?;
+            self.apply_secret(&data).await?;
         }
         let done = plan.completion(&failed);
         self.delete_managed(&done).await?;
@@ -327,16 +317,34 @@ impl Executor {
         let mut failed = Vec::new();
         for w in &plan.writes {
             match self.write(&w.id, &w.write).await {
-                Ok(after) => self.ctx.recent.wrote_workload(
-                    w.id.clone(),
-                    w.resource_version.clone(),
-                    after,
-                    w.marker.clone(),
-                ),
+                Ok(after) => {
+                    let cached = self.cached_version(&w.id);
+                    let id = w.id.clone();
+                    let marker = w.marker.clone();
+                    self.ctx
+                        .recent
+                        .wrote_workload(id, cached.as_ref(), after, marker);
+                }
                 Err(e) => failed.push((w.id.clone(), super::errors::describe(&e))),
             }
         }
         failed
+    }
+
+    /// The resourceVersion the workload cache holds now.
+    fn cached_version(&self, id: &WorkloadId) -> Option<String> {
+        fn rv<K: Resource<DynamicType = ()> + Clone>(
+            s: &Store<K>,
+            id: &WorkloadId,
+        ) -> Option<String> {
+            let r = ObjectRef::new(&id.name).within(&id.namespace);
+            s.get(&r)?.meta().resource_version.clone()
+        }
+        match id.kind {
+            WorkloadKind::Deployment => rv(&self.ctx.deployments, id),
+            WorkloadKind::StatefulSet => rv(&self.ctx.statefulsets, id),
+            WorkloadKind::DaemonSet => rv(&self.ctx.daemonsets, id),
+        }
     }
 
     /// Writes one workload; returns the resourceVersion the server gave it.
@@ -364,11 +372,7 @@ impl Executor {
         }
     }
 
-    async fn apply_secret(
-        &self,
-        data: &SecretData,
-        seen: &Observed<SecretData>,
-    ) -> Result<(), Error> {
+    async fn apply_secret(&self, data: &SecretData) -> Result<(), Error> {
         let secret = Secret {
             metadata: plan::managed_meta(&self.policy),
             type_: Some("Opaque".into()),
@@ -376,30 +380,32 @@ impl Executor {
             ..Default::default()
         };
         let after = self.apply_managed(&secret).await?;
-        let before = seen.meta.as_ref().and_then(|m| m.resource_version.clone());
+        let now = self.ctx.secrets.get(&self.managed_ref());
+        let cached = now
+            .as_ref()
+            .and_then(|s| s.metadata.resource_version.as_ref());
         let key = self.key_managed();
         self.ctx
             .recent
-            .wrote_secret(key, before, after, data.0.clone());
+            .wrote_secret(key, cached, after, data.0.clone());
         Ok(())
     }
 
-    async fn apply_config_map(
-        &self,
-        data: &ConfigMapData,
-        seen: &Observed<ConfigMapData>,
-    ) -> Result<(), Error> {
+    async fn apply_config_map(&self, data: &ConfigMapData) -> Result<(), Error> {
         let cm = ConfigMap {
             metadata: plan::managed_meta(&self.policy),
             data: Some(data.clone()),
             ..Default::default()
         };
         let after = self.apply_managed(&cm).await?;
-        let before = seen.meta.as_ref().and_then(|m| m.resource_version.clone());
+        let now = self.ctx.config_maps.get(&self.managed_ref());
+        let cached = now
+            .as_ref()
+            .and_then(|c| c.metadata.resource_version.as_ref());
         let key = self.key_managed();
         self.ctx
             .recent
-            .wrote_config_map(key, before, after, data.clone());
+            .wrote_config_map(key, cached, after, data.clone());
         Ok(())
     }
 
@@ -466,12 +472,18 @@ impl Executor {
                 )
                 .await
                 .map_err(Error::kube("writing status of", self.shown()))?;
-            let before = self.policy.meta().resource_version.clone();
             let after = written.metadata.resource_version.clone();
+            let now = self
+                .ctx
+                .policies
+                .get(&ObjectRef::from_obj(self.policy.as_ref()));
+            let cached = now
+                .as_ref()
+                .and_then(|p| p.metadata.resource_version.as_ref());
             let key = self.key();
             self.ctx
                 .recent
-                .wrote_status(key, before, after, status.clone());
+                .wrote_status(key, cached, after, status.clone());
         }
         for note in &report.events {
             self.event(note).await;
@@ -498,7 +510,7 @@ impl Executor {
             action: Some("Reconcile".into()),
             regarding: Some(self.policy.object_ref(&())),
             reporting_controller: Some(REPORTER.into()),
-            reporting_instance: Some(self.ctx.instance.clone()),
+            reporting_instance: Some(self.ctx.settings.instance.clone()),
             ..Default::default()
         };
         tracing::info!(policy = %self.shown(), reason = %note.reason, note = %message, "event");

@@ -71,8 +71,13 @@ impl Env {
     }
 
     pub fn start_with(&self, settings: Settings) -> Operator {
+        self.start_as(self.client.clone(), settings)
+    }
+
+    /// The operator with another client (a ServiceAccount's token).
+    pub fn start_as(&self, client: Client, settings: Settings) -> Operator {
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller::run(self.client.clone(), settings, async {
+        let task = tokio::spawn(controller::run(client, settings, async {
             let _ = stopped.await;
         }));
         Operator {

@@ -1,0 +1,241 @@
+//! What this operator wrote, remembered until its caches show the write: a reconcile that
+//! runs in between must neither write the same thing again nor mint a new hash key.
+//!
+//! resourceVersions are opaque, so they are only compared for equality: a write is forgotten
+//! when the cache applies the watch event that carries the version the server returned for
+//! it, or when the object is deleted. A watch that re-lists can skip that version; such an
+//! entry expires after [`LIFETIME`], long after any healthy cache has caught up.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+
+use crate::api::EgressProxyPolicyStatus;
+use crate::workloads::WorkloadId;
+
+/// How long a write is remembered at most.
+pub(crate) const LIFETIME: Duration = Duration::from_secs(60);
+
+/// Namespace and name.
+pub(crate) type Key = (String, String);
+
+/// One remembered write: the resourceVersion the server returned, when, and what.
+struct Written<V> {
+    after: Option<String>,
+    at: Instant,
+    value: V,
+}
+
+struct Writes<K, V>(Mutex<HashMap<K, Written<V>>>);
+
+impl<K, V> Default for Writes<K, V> {
+    fn default() -> Self {
+        Writes(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<K: Eq + Hash, V: Clone> Writes<K, V> {
+    fn recall(&self, key: &K, now: Instant) -> Option<V> {
+        let mut m = self.0.lock().ok()?;
+        let w = m.get(key)?;
+        if now.duration_since(w.at) < LIFETIME {
+            return Some(w.value.clone());
+        }
+        m.remove(key);
+        None
+    }
+
+    /// Remembers a write, unless the cache already holds the version it produced.
+    fn remember(&self, key: K, cached: Option<&String>, after: Option<String>, value: V) {
+        if after.is_some() && cached == after.as_ref() {
+            return;
+        }
+        if let Ok(mut m) = self.0.lock() {
+            let at = Instant::now();
+            m.insert(key, Written { after, at, value });
+        }
+    }
+
+    /// The cache applied `key` at `version`.
+    fn saw(&self, key: &K, version: Option<&String>) {
+        if let Ok(mut m) = self.0.lock()
+            && m.get(key).is_some_and(|w| w.after.as_ref() == version)
+        {
+            m.remove(key);
+        }
+    }
+
+    fn forget(&self, key: &K) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(key);
+        }
+    }
+}
+
+/// The writes of one operator instance, by kind.
+#[derive(Default)]
+pub(crate) struct Recent {
+    secrets: Writes<Key, BTreeMap<String, ByteString>>,
+    config_maps: Writes<Key, BTreeMap<String, String>>,
+    workloads: Writes<WorkloadId, String>,
+    statuses: Writes<Key, EgressProxyPolicyStatus>,
+}
+
+/// What a watch event tells [`Recent`]: the cache now holds `key` at `version`, or it is gone.
+pub(crate) enum Seen<'a> {
+    Applied(Option<&'a String>),
+    Deleted,
+}
+
+impl Recent {
+    /// The managed Secret's data as last written, while the cache has not shown that write.
+    pub(crate) fn secret(&self, key: &Key) -> Option<BTreeMap<String, ByteString>> {
+        self.secrets.recall(key, Instant::now())
+    }
+
+    pub(crate) fn wrote_secret(
+        &self,
+        key: Key,
+        cached: Option<&String>,
+        after: Option<String>,
+        data: BTreeMap<String, ByteString>,
+    ) {
+        self.secrets.remember(key, cached, after, data);
+    }
+
+    /// The managed ConfigMap's data, the same way.
+    pub(crate) fn config_map(&self, key: &Key) -> Option<BTreeMap<String, String>> {
+        self.config_maps.recall(key, Instant::now())
+    }
+
+    pub(crate) fn wrote_config_map(
+        &self,
+        key: Key,
+        cached: Option<&String>,
+        after: Option<String>,
+        data: BTreeMap<String, String>,
+    ) {
+        self.config_maps.remember(key, cached, after, data);
+    }
+
+    /// Forgets the managed objects of a policy once they are deleted.
+    pub(crate) fn forget_managed(&self, key: &Key) {
+        self.secrets.forget(key);
+        self.config_maps.forget(key);
+    }
+
+    /// What was just written to this workload (a config hash, or the release marker).
+    pub(crate) fn workload(&self, id: &WorkloadId) -> Option<String> {
+        self.workloads.recall(id, Instant::now())
+    }
+
+    pub(crate) fn wrote_workload(
+        &self,
+        id: WorkloadId,
+        cached: Option<&String>,
+        after: Option<String>,
+        what: String,
+    ) {
+        self.workloads.remember(id, cached, after, what);
+    }
+
+    /// The policy's status as last written.
+    pub(crate) fn status(&self, key: &Key) -> Option<EgressProxyPolicyStatus> {
+        self.statuses.recall(key, Instant::now())
+    }
+
+    pub(crate) fn wrote_status(
+        &self,
+        key: Key,
+        cached: Option<&String>,
+        after: Option<String>,
+        status: EgressProxyPolicyStatus,
+    ) {
+        self.statuses.remember(key, cached, after, status);
+    }
+
+    pub(crate) fn saw_secret(&self, key: &Key, seen: Seen) {
+        see(&self.secrets, key, seen);
+    }
+
+    pub(crate) fn saw_config_map(&self, key: &Key, seen: Seen) {
+        see(&self.config_maps, key, seen);
+    }
+
+    pub(crate) fn saw_workload(&self, id: &WorkloadId, seen: Seen) {
+        see(&self.workloads, id, seen);
+    }
+
+    pub(crate) fn saw_policy(&self, key: &Key, seen: Seen) {
+        see(&self.statuses, key, seen);
+    }
+}
+
+fn see<K: Eq + Hash, V: Clone>(w: &Writes<K, V>, key: &K, seen: Seen) {
+    match seen {
+        Seen::Applied(version) => w.saw(key, version),
+        Seen::Deleted => w.forget(key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rv(s: &str) -> Option<String> {
+        Some(s.to_owned())
+    }
+
+    #[test]
+    fn a_write_is_remembered_until_the_cache_applies_its_version() {
+        let w: Writes<&str, u32> = Writes::default();
+        let now = Instant::now();
+        w.remember("k", rv("5").as_ref(), rv("9"), 1);
+        assert_eq!(
+            w.recall(&"k", now),
+            Some(1),
+            "cache still at the old version"
+        );
+        w.saw(&"k", rv("7").as_ref());
+        assert_eq!(
+            w.recall(&"k", now),
+            Some(1),
+            "an event from before the write"
+        );
+        w.saw(&"k", rv("9").as_ref());
+        assert_eq!(w.recall(&"k", now), None, "the cache shows the write");
+    }
+
+    #[test]
+    fn versions_are_compared_for_equality_only() {
+        let w: Writes<&str, u32> = Writes::default();
+        let now = Instant::now();
+        // Not numbers, and "10" sorts before "9" as text: neither matters.
+        w.remember("k", rv("b").as_ref(), rv("10"), 2);
+        w.saw(&"k", rv("9").as_ref());
+        assert_eq!(w.recall(&"k", now), Some(2));
+        w.saw(&"k", rv("10").as_ref());
+        assert_eq!(w.recall(&"k", now), None);
+    }
+
+    #[test]
+    fn a_write_the_cache_already_shows_is_not_remembered() {
+        let w: Writes<&str, u32> = Writes::default();
+        w.remember("k", rv("9").as_ref(), rv("9"), 3);
+        assert_eq!(w.recall(&"k", Instant::now()), None);
+    }
+
+    #[test]
+    fn deletion_and_age_end_a_memory() {
+        let w: Writes<&str, u32> = Writes::default();
+        w.remember("k", None, rv("3"), 4);
+        let later = Instant::now() + LIFETIME;
+        assert_eq!(w.recall(&"k", later), None, "expired");
+        w.remember("k", None, rv("3"), 4);
+        see(&w, &"k", Seen::Deleted);
+        assert_eq!(w.recall(&"k", Instant::now()), None, "deleted");
+    }
+}

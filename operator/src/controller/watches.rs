@@ -1,0 +1,376 @@
+//! The caches one controller reads and the triggers that wake its policies.
+//!
+//! Each cache is a kube-runtime reflector driven by its own task in the caller's `JoinSet`
+//! (so the caches fill before the first reconcile, and stop with `run`), and every change it
+//! applies, deletions included, is mapped to the policies it concerns. Hand-written rather
+//! than kube-runtime's shared reflectors: in kube 5 those dispatch applied objects only, and
+//! a Namespace leaving the opt-in selector, a deleted managed Secret or a removed Node must
+//! wake the policies at once.
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::ServiceCIDR;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+
+use super::objects::{self, Workload, strip};
+use super::recent::{Recent, Seen};
+use super::{Settings, errors};
+use crate::api::EgressProxyPolicy;
+use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
+use crate::discovery::ClusterInputs;
+
+/// Sends a policy to the controller's queue.
+pub(super) type Trigger = mpsc::UnboundedSender<ObjectRef<EgressProxyPolicy>>;
+
+/// Caches and clients shared by every reconcile of one controller.
+pub struct Ctx {
+    pub(crate) client: Client,
+    pub(crate) settings: Settings,
+    pub(crate) base_inputs: ClusterInputs,
+    pub(crate) policies: Store<EgressProxyPolicy>,
+    pub(crate) deployments: Store<Deployment>,
+    pub(crate) statefulsets: Store<StatefulSet>,
+    pub(crate) daemonsets: Store<DaemonSet>,
+    /// Admitted namespaces (label-selected watch); unused with an explicit list.
+    pub(crate) namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
+    /// Managed Secrets and ConfigMaps only (label-scoped watches).
+    pub(crate) secrets: Store<Secret>,
+    pub(crate) config_maps: Store<ConfigMap>,
+    pub(crate) discovery: Discovery,
+    pub(crate) failures: Mutex<std::collections::HashMap<(String, String), u32>>,
+    pub(crate) recent: Arc<Recent>,
+}
+
+/// The cluster-scoped caches discovery reads, shared by every controller.
+#[derive(Clone)]
+pub(crate) struct Discovery {
+    pub(crate) nodes: Store<Node>,
+    pub(crate) services: Store<Service>,
+    pub(crate) slices: Store<EndpointSlice>,
+    pub(crate) service_cidrs: Store<ServiceCIDR>,
+    /// kube-system ConfigMaps discovery reads, one single-object cache per name.
+    pub(crate) config_maps: Vec<Store<ConfigMap>>,
+}
+
+impl Ctx {
+    /// Whether the admin admitted this namespace.
+    pub(crate) fn admitted(&self, namespace: &str) -> bool {
+        match &self.namespaces {
+            Some(store) => store.get(&ObjectRef::new(namespace)).is_some(),
+            None => self.settings.namespaces.iter().any(|n| n == namespace),
+        }
+    }
+
+    /// How namespaces are admitted, for messages.
+    pub(crate) fn admission(&self) -> String {
+        if self.settings.namespaces.is_empty() {
+            format!("namespace selector {:?}", self.settings.namespace_selector)
+        } else {
+            format!("namespace list {:?}", self.settings.namespaces)
+        }
+    }
+
+    /// Waits until the caches hold the cluster, so the first reconcile never mistakes an
+    /// empty cache for an empty cluster. Discovery caches get `discovery_wait`: without them
+    /// (RBAC) their facts are reported as not found.
+    pub(crate) async fn wait_ready(&self) {
+        let _ = self.deployments.wait_until_ready().await;
+        let _ = self.statefulsets.wait_until_ready().await;
+        let _ = self.daemonsets.wait_until_ready().await;
+        let _ = self.secrets.wait_until_ready().await;
+        let _ = self.config_maps.wait_until_ready().await;
+        if let Some(ns) = &self.namespaces {
+            let _ = ns.wait_until_ready().await;
+        }
+        let d = &self.discovery;
+        let discovery = async {
+            let _ = d.nodes.wait_until_ready().await;
+            let _ = d.services.wait_until_ready().await;
+            let _ = d.slices.wait_until_ready().await;
+            let _ = d.service_cidrs.wait_until_ready().await;
+            for s in &d.config_maps {
+                let _ = s.wait_until_ready().await;
+            }
+        };
+        if tokio::time::timeout(self.settings.discovery_wait, discovery)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "some discovery sources could not be read in time (RBAC?); their facts are reported as not found"
+            );
+        }
+    }
+}
+
+/// A watch config that tolerates a lagging API server cache.
+fn config() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
+
+/// Drives one reflector in `tasks`; `on_event` sees every watch event before the cache does.
+fn cache<K>(
+    tasks: &mut JoinSet<()>,
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    modify: fn(&mut K),
+    mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let kind = K::kind(&()).to_string();
+    let stream = events.modify(modify).default_backoff().reflect(writer);
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(e) => on_event(&e),
+                Err(e) => {
+                    let error = errors::describe_watch(&e);
+                    tracing::warn!(kind = %kind, %error, "watch failed; retrying");
+                }
+            }
+        }
+    });
+    store
+}
+
+/// The objects an event touches, with whether they were deleted.
+fn touched<K>(e: &watcher::Event<K>) -> Option<(&K, bool)> {
+    match e {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => Some((o, false)),
+        watcher::Event::Delete(o) => Some((o, true)),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+fn key_of<K: Resource>(o: &K) -> (String, String) {
+    (o.namespace().unwrap_or_default(), o.name_any())
+}
+
+fn seen<K: Resource>(o: &K, deleted: bool) -> Seen<'_> {
+    if deleted {
+        Seen::Deleted
+    } else {
+        Seen::Applied(o.meta().resource_version.as_ref())
+    }
+}
+
+/// The namespaced API of `K` in this controller's scope.
+fn scoped<K>(client: &Client, scope: &Option<String>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Everything one controller needs besides its policy watch.
+pub(super) struct Wiring<'a> {
+    pub tasks: &'a mut JoinSet<()>,
+    pub client: &'a Client,
+    pub scope: &'a Option<String>,
+    pub trigger: &'a Trigger,
+    pub recent: &'a Arc<Recent>,
+    pub policies: &'a Store<EgressProxyPolicy>,
+}
+
+impl Wiring<'_> {
+    /// A workload cache; a change wakes the policies of its namespace.
+    pub fn workloads<K>(&mut self) -> Store<K>
+    where
+        K: Workload
+            + Resource<Scope = NamespaceResourceScope>
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (p, t, recent) = (
+            self.policies.clone(),
+            self.trigger.clone(),
+            self.recent.clone(),
+        );
+        let events = watcher(scoped::<K>(self.client, self.scope), config());
+        cache(self.tasks, events, strip, move |e| {
+            if let Some((o, deleted)) = touched(e) {
+                if let Some(v) = o.view() {
+                    recent.saw_workload(&v.id, seen(o, deleted));
+                }
+                wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
+            }
+        })
+    }
+
+    /// The admitted Namespaces (label-selected); entering or leaving wakes their policies.
+    pub fn namespaces(&mut self, selector: &str) -> Store<PartialObjectMeta<Namespace>> {
+        let (p, t) = (self.policies.clone(), self.trigger.clone());
+        let api = Api::<PartialObjectMeta<Namespace>>::all(self.client.clone());
+        let events = watcher(api, config().labels(selector));
+        cache(self.tasks, events, strip, move |e| {
+            if let Some((n, _)) = touched(e) {
+                wake(&t, policies_in(&p, &n.name_any()));
+            }
+        })
+    }
+
+    /// The managed Secrets: label-scoped; a change wakes the policy they belong to.
+    pub fn managed_secrets(&mut self) -> Store<Secret> {
+        let (t, recent) = (self.trigger.clone(), self.recent.clone());
+        let events = watcher(scoped::<Secret>(self.client, self.scope), managed());
+        cache(self.tasks, events, strip, move |e| {
+            if let Some((o, deleted)) = touched(e) {
+                recent.saw_secret(&key_of(o), seen(o, deleted));
+                wake(&t, policy_of(o));
+            }
+        })
+    }
+
+    /// The managed ConfigMaps, the same way.
+    pub fn managed_config_maps(&mut self) -> Store<ConfigMap> {
+        let (t, recent) = (self.trigger.clone(), self.recent.clone());
+        let events = watcher(scoped::<ConfigMap>(self.client, self.scope), managed());
+        cache(self.tasks, events, strip, move |e| {
+            if let Some((o, deleted)) = touched(e) {
+                recent.saw_config_map(&key_of(o), seen(o, deleted));
+                wake(&t, policy_of(o));
+            }
+        })
+    }
+
+    /// Source Secrets: metadata only and not cached (their data is read when needed); a
+    /// change wakes the policies whose slots name the Secret.
+    pub fn source_secrets(&mut self) {
+        let (p, t) = (self.policies.clone(), self.trigger.clone());
+        let api = scoped::<PartialObjectMeta<Secret>>(self.client, self.scope);
+        let stream = watcher(api, config()).default_backoff().touched_objects();
+        self.tasks.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(m) => wake(&t, policies_using(&p, &m)),
+                    Err(e) => {
+                        let error = errors::describe_watch(&e);
+                        tracing::warn!(kind = "Secret", %error, "watch failed; retrying");
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Starts the discovery caches; every change is announced on each of `changed` (one per
+/// controller), which compares the facts before waking anything.
+pub(super) fn discovery(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    changed: &[mpsc::UnboundedSender<()>],
+) -> Discovery {
+    let c = client.clone();
+    let by_name = |name: &str| config().fields(&format!("metadata.name={name}"));
+    let kubernetes = Api::<Service>::namespaced(c.clone(), "default");
+    let slices = Api::<EndpointSlice>::namespaced(c.clone(), "default");
+    let slice_config = config().labels("kubernetes.io/service-name=kubernetes");
+    let kube_system = Api::<ConfigMap>::namespaced(c.clone(), "kube-system");
+    Discovery {
+        nodes: cache(
+            tasks,
+            watcher(Api::<Node>::all(c.clone()), config()),
+            objects::strip_node,
+            ping(changed),
+        ),
+        services: cache(
+            tasks,
+            watcher(kubernetes, by_name("kubernetes")),
+            strip,
+            ping(changed),
+        ),
+        slices: cache(tasks, watcher(slices, slice_config), strip, ping(changed)),
+        service_cidrs: cache(
+            tasks,
+            watcher(Api::<ServiceCIDR>::all(c), config()),
+            strip,
+            ping(changed),
+        ),
+        config_maps: ["kubeadm-config", "kubelet-config", "coredns"]
+            .iter()
+            .map(|n| {
+                let events = watcher(kube_system.clone(), by_name(n));
+                cache(tasks, events, strip, ping(changed))
+            })
+            .collect(),
+    }
+}
+
+/// Announces a discovery change to every controller.
+fn ping<E>(changed: &[mpsc::UnboundedSender<()>]) -> impl FnMut(&E) + Send + 'static {
+    let changed = changed.to_vec();
+    move |_| {
+        for c in &changed {
+            let _ = c.unbounded_send(());
+        }
+    }
+}
+
+/// The managed-object watch config (label-scoped).
+fn managed() -> watcher::Config {
+    config().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
+}
+
+fn wake(trigger: &Trigger, policies: impl IntoIterator<Item = ObjectRef<EgressProxyPolicy>>) {
+    for p in policies {
+        let _ = trigger.unbounded_send(p);
+    }
+}
+
+/// Policies of one namespace.
+fn policies_in(store: &Store<EgressProxyPolicy>, ns: &str) -> Vec<ObjectRef<EgressProxyPolicy>> {
+    store
+        .state()
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(ns))
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
+/// The policy a managed object belongs to, by its policy label.
+fn policy_of<K: Resource>(o: &K) -> Option<ObjectRef<EgressProxyPolicy>> {
+    let name = o.meta().labels.as_ref()?.get(POLICY_LABEL)?;
+    let ns = o.meta().namespace.as_ref()?;
+    Some(ObjectRef::new(name).within(ns))
+}
+
+/// Policies whose credential slots name this Secret.
+fn policies_using(
+    store: &Store<EgressProxyPolicy>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<EgressProxyPolicy>> {
+    let (ns, name) = key_of(secret);
+    store
+        .state()
+        .iter()
+        .filter(|p| {
+            let pns = p.namespace().unwrap_or_default();
+            p.spec.proxy.credentials.iter().any(|c| {
+                c.secret_ref.name == name && c.secret_ref.namespace.as_deref().unwrap_or(&pns) == ns
+            })
+        })
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}

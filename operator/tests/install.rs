@@ -1,0 +1,193 @@
+//! Install shapes: a namespaced install that may only read and write its listed namespaces,
+//! and `run` leaving nothing behind when it returns.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use egress_proxy_operator::controller::Settings;
+use egress_proxy_operator::discovery::Overrides;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt, watcher};
+
+fn team(ns: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: egress-proxy, namespace: {ns}}}
+stringData:
+  httpProxy: http://{ns}:pw@proxy.corp.example:3128
+  httpsProxy: http://{ns}:pw@proxy.corp.example:3128
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {{name: outbound, namespace: {ns}}}
+spec:
+  workloadSelector: {{matchLabels: {{egress: proxied}}}}
+  proxy:
+    credentials: [{{name: main, secretRef: {{name: egress-proxy}}}}]
+    active: main
+  noProxy:
+    discover: {{nodeAddresses: false}}
+    cloudMetadata: Omit
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: api, namespace: {ns}, labels: {{app: api, egress: proxied}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: api}}}}
+  template:
+    metadata: {{labels: {{app: api}}}}
+    spec: {{containers: [{{name: api, image: api:1}}]}}
+"#
+    )
+}
+
+/// A Role with what the operator does inside one namespace, bound to its ServiceAccount.
+fn role(ns: &str) -> String {
+    format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: egress-proxy-operator, namespace: {ns}}}
+rules:
+  - apiGroups: [egressproxy.io]
+    resources: [egressproxypolicies, egressproxypolicies/status]
+    verbs: [get, list, watch, patch]
+  - apiGroups: [apps]
+    resources: [deployments, statefulsets, daemonsets]
+    verbs: [get, list, watch, patch]
+  - apiGroups: [""]
+    resources: [secrets, configmaps]
+    verbs: [get, list, watch, create, patch, delete]
+  - apiGroups: [events.k8s.io]
+    resources: [events]
+    verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: egress-proxy-operator, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: egress-proxy-operator}}
+subjects: [{{kind: ServiceAccount, name: operator, namespace: egress-proxy-system}}]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_install_watches_each_listed_namespace_with_only_their_roles() {
+    let yaml = [team("team-a"), team("team-b"), team("team-c")].join("---");
+    let env = Env::new(&yaml).await;
+    env.sim
+        .apply_yaml(&format!("{}---{}", role("team-a"), role("team-b")))
+        .expect("roles");
+    let token = env
+        .sim
+        .service_account_token("egress-proxy-system", "operator");
+    let client = env.sim.client_with_token(&token).expect("client");
+    // The token cannot list anything cluster-wide: a cluster-wide watch would never start.
+    let denied = Api::<ConfigMap>::all(client.clone())
+        .list(&ListParams::default())
+        .await;
+    assert!(
+        matches!(denied, Err(kube::Error::Api(ref s)) if s.code == 403),
+        "{denied:?}"
+    );
+    let settings = Settings {
+        namespaces: vec!["team-a".into(), "team-b".into()],
+        overrides: Overrides {
+            cluster_domain: Some("cluster.corp".into()),
+            service_cidrs: vec!["10.43.0.0/16".into()],
+            pod_cidrs: vec!["10.42.0.0/16".into()],
+        },
+        discovery_wait: Duration::from_secs(1),
+        ..env.settings()
+    };
+    let op = env.start_as(client, settings);
+    for ns in ["team-a", "team-b"] {
+        let p = wait_reason(&env, ns, "outbound", "Reconciled").await;
+        assert_eq!(
+            p.status.and_then(|s| s.workloads).map(|w| w.up_to_date),
+            Some(1)
+        );
+        assert!(hash(&env.deployment(ns, "api").await).is_some(), "{ns}");
+    }
+    // A namespace off the list is not watched at all: its policy never gets a status.
+    let c = env.policy("team-c", "outbound").await;
+    assert!(c.status.is_none(), "{:?}", c.status);
+    assert!(hash(&env.deployment("team-c", "api").await).is_none());
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_watch_outlives_run() {
+    let env = Env::new(&team("team-a").replace(
+        "metadata: {name: team-a}",
+        "metadata: {name: team-a, labels: {egressproxy.io/enabled: \"true\"}}",
+    ))
+    .await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    op.stop().await;
+
+    // Our own watch, ended by the server like every other: once it has listed again twice,
+    // any watch task of the stopped operator would have listed again too.
+    let lists = || {
+        env.sim
+            .request_counts()
+            .by_verb_resource
+            .iter()
+            .filter(|((v, _), _)| v == "list")
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    let api = Api::<ConfigMap>::namespaced(env.client.clone(), "kube-system");
+    let mut ours =
+        std::pin::pin!(watcher(api.clone(), watcher::Config::default()).default_backoff());
+    let before = lists();
+    for round in 0..3 {
+        // Listed; then a marker object proves the watch itself is open before it is ended.
+        next_matching(&mut ours, |e| matches!(e, watcher::Event::InitDone)).await;
+        let marker = format!("marker-{round}");
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(marker.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&kube::api::PostParams::default(), &cm)
+            .await
+            .expect("marker");
+        next_matching(&mut ours, |e| {
+            matches!(e, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some(marker.as_str()))
+        })
+        .await;
+        if round < 2 {
+            env.sim.expire_watches();
+        }
+    }
+    assert_eq!(lists() - before, 3, "only our watch listed again");
+}
+
+async fn next_matching<S>(s: &mut S, want: impl Fn(&watcher::Event<ConfigMap>) -> bool)
+where
+    S: futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), s.next()).await {
+            Ok(Some(Ok(e))) if want(&e) => return,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => panic!("our watch stopped or stalled"),
+        }
+    }
+}
