@@ -2,6 +2,7 @@
 //! rollout state) and the discovery inputs. No I/O.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, PodTemplateSpec, Service};
@@ -222,11 +223,11 @@ pub fn strip_node(n: &mut Node) {
 
 /// The discovery objects, read from the caches.
 pub struct DiscoverySources<'a> {
-    pub nodes: &'a [std::sync::Arc<Node>],
-    pub services: &'a [std::sync::Arc<Service>],
-    pub slices: &'a [std::sync::Arc<EndpointSlice>],
-    pub service_cidrs: &'a [std::sync::Arc<ServiceCIDR>],
-    pub config_maps: &'a [std::sync::Arc<ConfigMap>],
+    pub nodes: &'a [Arc<Node>],
+    pub services: &'a [Arc<Service>],
+    pub slices: &'a [Arc<EndpointSlice>],
+    pub service_cidrs: &'a [Arc<ServiceCIDR>],
+    pub config_maps: &'a [Arc<ConfigMap>],
 }
 
 /// Turns cached objects into discovery inputs (sorted, so the result is deterministic).
@@ -248,32 +249,18 @@ pub fn cluster_inputs(src: &DiscoverySources, base: &ClusterInputs) -> ClusterIn
             ips
         })
         .unwrap_or_default();
-    inputs.api_endpoints = src
-        .slices
-        .iter()
-        .map(|s| NamedValues {
-            name: s.name_any(),
-            values: s
-                .endpoints
-                .iter()
-                .flat_map(|e| e.addresses.iter().cloned())
-                .collect(),
-        })
-        .collect();
-    inputs.api_endpoints.sort_by(|a, b| a.name.cmp(&b.name));
-    inputs.service_cidrs = src
-        .service_cidrs
-        .iter()
-        .map(|c| NamedValues {
-            name: c.name_any(),
-            values: c
-                .spec
-                .as_ref()
-                .and_then(|s| s.cidrs.clone())
-                .unwrap_or_default(),
-        })
-        .collect();
-    inputs.service_cidrs.sort_by(|a, b| a.name.cmp(&b.name));
+    inputs.api_endpoints = named(src.slices, |s| {
+        s.endpoints
+            .iter()
+            .flat_map(|e| e.addresses.iter().cloned())
+            .collect()
+    });
+    inputs.service_cidrs = named(src.service_cidrs, |c| {
+        c.spec
+            .as_ref()
+            .and_then(|s| s.cidrs.clone())
+            .unwrap_or_default()
+    });
     let cm = |name: &str, key: &str| {
         src.config_maps
             .iter()
@@ -283,33 +270,40 @@ pub fn cluster_inputs(src: &DiscoverySources, base: &ClusterInputs) -> ClusterIn
     inputs.kubeadm_config = cm("kubeadm-config", "ClusterConfiguration");
     inputs.kubelet_config = cm("kubelet-config", "kubelet");
     inputs.corefile = cm("coredns", "Corefile");
-    inputs.nodes = src
-        .nodes
-        .iter()
-        .map(|n| {
-            let spec = n.spec.clone().unwrap_or_default();
-            let mut pod_cidrs = spec.pod_cidrs.unwrap_or_default();
-            if pod_cidrs.is_empty() {
-                pod_cidrs.extend(spec.pod_cidr);
-            }
-            NodeInputs {
-                name: n.name_any(),
-                pod_cidrs,
-                internal_ips: n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.addresses.as_ref())
-                    .map(|a| {
-                        a.iter()
-                            .filter(|a| a.type_ == "InternalIP")
-                            .map(|a| a.address.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                provider_id: spec.provider_id,
-            }
-        })
-        .collect();
+    inputs.nodes = src.nodes.iter().map(|n| node_inputs(n)).collect();
     inputs.nodes.sort_by(|a, b| a.name.cmp(&b.name));
     inputs
+}
+
+/// Each object's name and the values read from it, sorted by name.
+fn named<K: Resource>(objects: &[Arc<K>], values: impl Fn(&K) -> Vec<String>) -> Vec<NamedValues> {
+    let mut out: Vec<NamedValues> = objects
+        .iter()
+        .map(|o| NamedValues {
+            name: o.name_any(),
+            values: values(o),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn node_inputs(n: &Node) -> NodeInputs {
+    let spec = n.spec.clone().unwrap_or_default();
+    let mut pod_cidrs = spec.pod_cidrs.unwrap_or_default();
+    if pod_cidrs.is_empty() {
+        pod_cidrs.extend(spec.pod_cidr);
+    }
+    let addresses = n.status.as_ref().and_then(|s| s.addresses.as_ref());
+    NodeInputs {
+        name: n.name_any(),
+        pod_cidrs,
+        internal_ips: addresses
+            .into_iter()
+            .flatten()
+            .filter(|a| a.type_ == "InternalIP")
+            .map(|a| a.address.clone())
+            .collect(),
+        provider_id: spec.provider_id,
+    }
 }
