@@ -4,7 +4,7 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
-pub mod credentials;
-pub mod discovery;
+pub(crate) mod credentials;
+pub(crate) mod discovery;
 pub mod noproxy;
-pub mod workloads;
+pub(crate) mod workloads;

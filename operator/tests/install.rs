@@ -6,8 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use egress_proxy_operator::controller::Settings;
-use egress_proxy_operator::discovery::Overrides;
+use egress_proxy_operator::controller::{Overrides, Settings};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;

@@ -26,11 +26,12 @@ use kube::{Api, Client};
 use tokio::task::JoinSet;
 
 pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
+pub use crate::discovery::Overrides;
 pub use errors::{Category, Error};
 pub use watches::Ctx;
 
 use crate::api::EgressProxyPolicy;
-use crate::discovery::{ClusterInputs, Overrides};
+use crate::discovery::ClusterInputs;
 use objects::strip;
 use recent::{Recent, Seen};
 

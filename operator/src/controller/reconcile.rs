@@ -299,6 +299,7 @@ impl Executor {
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let report = plan.report(&failed, &now);
         self.publish(&report).await?;
+        let failed = plan.failures(&failed);
         if !failed.is_empty() {
             return Err(Error::Workloads(failed));
         }

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CONFIG_HASH, Original, PROXY_VARS, WorkloadId, containers, is_ours, kind_name, replacing,
+    CONFIG_HASH, EncodeError, Original, PROXY_VARS, WorkloadId, containers, encode, is_ours,
+    kind_name, replacing,
 };
 use crate::credentials::hex;
 
@@ -24,22 +25,22 @@ pub fn cleanup_patch(
     secret_name: &str,
     config_map_name: &str,
     originals: &[Original],
-) -> Option<serde_json::Value> {
+) -> Result<Option<serde_json::Value>, EncodeError> {
     let mut spec = Map::new();
     let mut any = false;
     for (init, field) in [(false, "containers"), (true, "initContainers")] {
         let mut list = Vec::new();
         for (_, c) in containers(template).filter(|(i, _)| *i == init) {
             let env = c.env.as_deref().unwrap_or_default();
-            let items: Vec<Value> = PROXY_VARS
-                .iter()
-                .filter_map(|var| {
-                    let ours = env
-                        .iter()
-                        .find(|e| e.name == *var && is_ours(e, secret_name, config_map_name))?;
-                    Some(removal(ours, var, &c.name, originals))
-                })
-                .collect();
+            let mut items: Vec<Value> = Vec::new();
+            for var in PROXY_VARS {
+                let ours = env
+                    .iter()
+                    .find(|e| e.name == var && is_ours(e, secret_name, config_map_name));
+                if let Some(ours) = ours {
+                    items.push(removal(ours, var, &c.name, originals)?);
+                }
+            }
             if !items.is_empty() {
                 list.push(json!({"name": c.name, "env": items}));
             }
@@ -50,33 +51,40 @@ pub fn cleanup_patch(
         }
     }
     if !any && super::current_hash(template).is_none() {
-        return None;
+        return Ok(None);
     }
     let mut tpl = json!({"metadata": {"annotations": {CONFIG_HASH: null}}});
     if !spec.is_empty() {
         tpl["spec"] = Value::Object(spec);
     }
-    Some(json!({"spec": {"template": tpl}}))
+    Ok(Some(json!({"spec": {"template": tpl}})))
 }
 
 /// The patch entry that takes our `var` out of `container`: the container's original entry
 /// when one is remembered, otherwise a delete.
-pub(crate) fn removal(ours: &EnvVar, var: &str, container: &str, originals: &[Original]) -> Value {
+pub(crate) fn removal(
+    ours: &EnvVar,
+    var: &str,
+    container: &str,
+    originals: &[Original],
+) -> Result<Value, EncodeError> {
     let original = originals
         .iter()
         .find(|o| o.container == container && o.env.name == var);
-    match original {
-        None => json!({"name": var, "$patch": "delete"}),
-        Some(o) => {
-            let to_json = |f| serde_json::to_value(f).unwrap_or(Value::Null);
-            let old = ours.value_from.as_ref().map(to_json);
-            let value_from = match o.env.value_from.as_ref().map(to_json) {
-                Some(new) => replacing(old.as_ref(), &new),
-                None => Value::Null,
-            };
-            json!({"name": var, "value": o.env.value, "valueFrom": value_from})
-        }
-    }
+    let Some(o) = original else {
+        return Ok(json!({"name": var, "$patch": "delete"}));
+    };
+    let old = ours
+        .value_from
+        .as_ref()
+        .map(|f| encode(container, var, f))
+        .transpose()?;
+    // The original had no valueFrom: null removes ours.
+    let value_from = match &o.env.value_from {
+        Some(f) => replacing(old.as_ref(), &encode(container, var, f)?),
+        None => Value::Null,
+    };
+    Ok(json!({"name": var, "value": o.env.value, "valueFrom": value_from}))
 }
 
 /// Key of the managed Secret's data under which the [`Original`] of `variable` in

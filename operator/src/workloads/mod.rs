@@ -194,14 +194,6 @@ pub fn is_ours(env: &EnvVar, secret_name: &str, config_map_name: &str) -> bool {
     }
 }
 
-/// The template carries one of our entries or the config-hash annotation.
-pub fn injected(template: &PodTemplateSpec, secret_name: &str, config_map_name: &str) -> bool {
-    current_hash(template).is_some()
-        || containers(template)
-            .flat_map(|(_, c)| c.env.iter().flatten())
-            .any(|e| is_ours(e, secret_name, config_map_name))
-}
-
 /// Whether any container carries an entry that refers to this policy's managed objects
 /// (the annotation alone does not say which policy wrote it).
 pub fn has_entries(template: &PodTemplateSpec, secret_name: &str, config_map_name: &str) -> bool {
@@ -308,7 +300,11 @@ fn plan_container<'t>(
 }
 
 /// Decides the write that gives `template` exactly our entries and the annotation `hash`.
-pub fn plan(id: &WorkloadId, template: &PodTemplateSpec, inj: &Injection) -> Plan {
+pub fn plan(
+    id: &WorkloadId,
+    template: &PodTemplateSpec,
+    inj: &Injection,
+) -> Result<Plan, EncodeError> {
     let mut conflicts = Vec::new();
     let mut overridden = Vec::new();
     let plans: Vec<ContainerPlan> = containers(template)
@@ -316,46 +312,70 @@ pub fn plan(id: &WorkloadId, template: &PodTemplateSpec, inj: &Injection) -> Pla
         .collect();
     let replaces = !overridden.is_empty() || plans.iter().any(|p| !p.stale.is_empty());
     let write = if replaces {
-        Write::Patch(patch_body(&plans, inj))
+        Write::Patch(patch_body(&plans, inj)?)
     } else if plans.iter().all(|p| p.up_to_date) && current_hash(template) == Some(inj.hash) {
         Write::None
     } else {
-        Write::Apply(apply_body(id, &plans, inj.hash))
+        Write::Apply(apply_body(id, &plans, inj.hash)?)
     };
-    Plan {
+    Ok(Plan {
         write,
         conflicts,
         overridden,
-    }
+    })
 }
 
-fn to_json(env: &EnvVar) -> Value {
-    serde_json::to_value(env).unwrap_or(Value::Null)
+/// An env entry that could not be written as JSON. The message names the entry, never its
+/// value.
+#[derive(Debug, thiserror::Error)]
+#[error("encoding the env entry {name} of container {container}: {source}")]
+pub struct EncodeError {
+    pub container: String,
+    pub name: String,
+    source: serde_json::Error,
+}
+
+/// `value` as JSON. (A `null` in its place would delete the field in a merge patch.)
+pub(crate) fn encode<T: serde::Serialize>(
+    container: &str,
+    name: &str,
+    value: &T,
+) -> Result<Value, EncodeError> {
+    serde_json::to_value(value).map_err(|source| EncodeError {
+        container: container.to_owned(),
+        name: name.to_owned(),
+        source,
+    })
 }
 
 /// `{"containers": [...], "initContainers": [...]}` with the non-empty lists of
 /// `{"name", "env": entries(plan)}`.
-fn pod_spec(plans: &[ContainerPlan], entries: impl Fn(&ContainerPlan) -> Vec<Value>) -> Value {
+fn pod_spec(
+    plans: &[ContainerPlan],
+    entries: impl Fn(&ContainerPlan) -> Result<Vec<Value>, EncodeError>,
+) -> Result<Value, EncodeError> {
     let mut spec = Map::new();
     for (init, field) in [(false, "containers"), (true, "initContainers")] {
-        let list: Vec<Value> = plans
-            .iter()
-            .filter(|p| p.init == init)
-            .filter_map(|p| {
-                let env = entries(p);
-                (!env.is_empty()).then(|| json!({"name": p.container.name, "env": env}))
-            })
-            .collect();
+        let mut list = Vec::new();
+        for p in plans.iter().filter(|p| p.init == init) {
+            let env = entries(p)?;
+            if !env.is_empty() {
+                list.push(json!({"name": p.container.name, "env": env}));
+            }
+        }
         if !list.is_empty() {
             spec.insert(field.to_owned(), Value::Array(list));
         }
     }
-    Value::Object(spec)
+    Ok(Value::Object(spec))
 }
 
-fn apply_body(id: &WorkloadId, plans: &[ContainerPlan], hash: &str) -> Value {
-    let spec = pod_spec(plans, |p| p.desired.iter().map(to_json).collect());
-    json!({
+fn apply_body(id: &WorkloadId, plans: &[ContainerPlan], hash: &str) -> Result<Value, EncodeError> {
+    let spec = pod_spec(plans, |p| {
+        let c = &p.container.name;
+        p.desired.iter().map(|e| encode(c, &e.name, e)).collect()
+    })?;
+    Ok(json!({
         "apiVersion": "apps/v1",
         "kind": kind_name(id.kind),
         "metadata": {"name": id.name, "namespace": id.namespace},
@@ -363,7 +383,7 @@ fn apply_body(id: &WorkloadId, plans: &[ContainerPlan], hash: &str) -> Value {
             "metadata": {"annotations": {CONFIG_HASH: hash}},
             "spec": spec,
         }},
-    })
+    }))
 }
 
 /// A strategic-merge patch value that turns `old` into `new`: keys of `old` missing from
@@ -385,39 +405,44 @@ fn replacing(old: Option<&Value>, new: &Value) -> Value {
 }
 
 /// Our entry as a patch item replacing whatever entry of that name the container has.
-fn replacing_entry(c: &Container, desired: &EnvVar) -> Value {
+fn replacing_entry(c: &Container, desired: &EnvVar) -> Result<Value, EncodeError> {
+    let name = &desired.name;
     let old = c
         .env
         .iter()
         .flatten()
-        .find(|e| e.name == desired.name)
+        .find(|e| e.name == *name)
         .and_then(|e| e.value_from.as_ref())
-        .map(|f| serde_json::to_value(f).unwrap_or(Value::Null));
-    let new = desired
-        .value_from
-        .as_ref()
-        .map(|f| serde_json::to_value(f).unwrap_or(Value::Null))
-        .unwrap_or(Value::Null);
-    json!({
-        "name": desired.name,
+        .map(|f| encode(&c.name, name, f))
+        .transpose()?;
+    let new = match &desired.value_from {
+        Some(f) => encode(&c.name, name, f)?,
+        None => Value::Null,
+    };
+    Ok(json!({
+        "name": name,
         "value": null,
         "valueFrom": replacing(old.as_ref(), &new),
-    })
+    }))
 }
 
-fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Value {
+fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Result<Value, EncodeError> {
     let hash = inj.hash;
     let spec = pod_spec(plans, |p| {
-        let set = p.desired.iter().map(|d| replacing_entry(p.container, d));
+        let mut out = Vec::new();
+        for d in &p.desired {
+            out.push(replacing_entry(p.container, d)?);
+        }
         let env = p.container.env.as_deref().unwrap_or_default();
-        let delete = p.stale.iter().filter_map(|n| {
-            let ours = env.iter().find(|e| e.name == *n)?;
-            Some(cleanup::removal(ours, n, &p.container.name, inj.originals))
-        });
-        set.chain(delete).collect()
-    });
-    json!({"spec": {"template": {
+        for n in &p.stale {
+            if let Some(ours) = env.iter().find(|e| e.name == *n) {
+                out.push(cleanup::removal(ours, n, &p.container.name, inj.originals)?);
+            }
+        }
+        Ok(out)
+    })?;
+    Ok(json!({"spec": {"template": {
         "metadata": {"annotations": {CONFIG_HASH: hash}},
         "spec": spec,
-    }}})
+    }}}))
 }

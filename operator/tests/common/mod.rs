@@ -179,12 +179,29 @@ pub fn ready_message(p: &EgressProxyPolicy) -> String {
 }
 
 /// Waits until the policy reports `reason` for its current generation.
+/// On a timeout the panic shows the last Ready condition seen.
 pub async fn wait_reason(env: &Env, ns: &str, name: &str, reason: &str) -> EgressProxyPolicy {
-    eventually(&format!("{ns}/{name} Ready reason {reason}"), || async {
-        let p = env.policy(ns, name).await;
-        (ready(&p).map(|r| r.1).as_deref() == Some(reason)).then_some(p)
-    })
-    .await
+    let last = std::sync::Mutex::new(String::new());
+    let waited = async {
+        for _ in 0..300 {
+            let p = env.policy(ns, name).await;
+            if ready(&p).map(|r| r.1).as_deref() == Some(reason) {
+                return Some(p);
+            }
+            if let Ok(mut l) = last.lock() {
+                *l = format!("{:?}: {}", ready(&p), ready_message(&p));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    };
+    match waited.await {
+        Some(p) => p,
+        None => panic!(
+            "timed out waiting for: {ns}/{name} Ready reason {reason}; last seen {}",
+            last.lock().map(|l| l.clone()).unwrap_or_default()
+        ),
+    }
 }
 
 pub fn template(d: &Deployment) -> &PodTemplateSpec {

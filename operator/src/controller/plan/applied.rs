@@ -7,8 +7,8 @@ use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
 use super::{
-    Change, ConfigMapData, FINALIZER, HASH_KEY, Inputs, Plan, SecretData, Verdict, WorkloadWrite,
-    labelled_for, left_behind, managed_meta, own_names, release, selects_with,
+    Change, ConfigMapData, FINALIZER, HASH_KEY, Inputs, Plan, SecretData, Unwritable, Verdict,
+    WorkloadWrite, labelled_for, left_behind, managed_meta, own_names, release, selects_with,
 };
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::controller::objects::{Rollout, WorkloadView};
@@ -97,11 +97,10 @@ pub(super) fn plan(
     let mut leaving = Vec::new();
     for v in i.workloads {
         match selection(i, selector, v) {
-            Selection::Mine => {
-                if let Some(write) = inject(i, v, &mut data, &mut applied) {
-                    injections.push(write);
-                }
-            }
+            Selection::Mine => match inject(i, v, &mut data, &mut applied) {
+                Ok(write) => injections.extend(write),
+                Err(e) => plan.unwritable.push(e),
+            },
             Selection::Taken(by) => {
                 let id = &v.id;
                 applied
@@ -121,8 +120,12 @@ pub(super) fn plan(
         let cm = ConfigMapData::from([("NO_PROXY".to_owned(), applied.rendered.value.clone())]);
         plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
         plan.writes = budgeted(i, &applied, injections);
-        plan.writes
-            .extend(leaving.iter().filter_map(|v| release(i, v, &data)));
+        for v in leaving {
+            match release(i, v, &data) {
+                Ok(w) => plan.writes.extend(w),
+                Err(e) => plan.unwritable.push(e),
+            }
+        }
     }
     plan.base = Some(data);
     plan.verdict = Verdict::Applied(Box::new(applied));
@@ -191,7 +194,7 @@ fn inject(
     v: &WorkloadView,
     data: &mut SecretData,
     applied: &mut Applied,
-) -> Option<WorkloadWrite> {
+) -> Result<Option<WorkloadWrite>, Unwritable> {
     // Another policy's entries are not the container's own: wait until it releases the
     // workload rather than remembering them as originals.
     let holder = i.others.iter().find(|p| {
@@ -203,7 +206,7 @@ fn inject(
         applied.held.push(format!(
             "{id} (waiting for EgressProxyPolicy {by} to release it)"
         ));
-        return None;
+        return Ok(None);
     }
     let spec = &i.policy.spec;
     let own = own_names(i.policy);
@@ -221,7 +224,8 @@ fn inject(
         hash: &applied.hash,
         originals: &originals,
     };
-    let decided = workloads::plan(&v.id, &v.template, &inj);
+    let decided =
+        workloads::plan(&v.id, &v.template, &inj).map_err(|e| (v.id.clone(), e.to_string()))?;
     for c in &decided.conflicts {
         applied.conflicts.push(format!("{}: {c}", v.id));
     }
@@ -238,13 +242,13 @@ fn inject(
         written,
         rollout: v.rollout,
     });
-    (decided.write != Write::None).then(|| WorkloadWrite {
+    Ok((decided.write != Write::None).then(|| WorkloadWrite {
         id: v.id.clone(),
         resource_version: v.resource_version.clone(),
         write: decided.write,
         marker: applied.hash.clone(),
         forget: Vec::new(),
-    })
+    }))
 }
 
 /// The injections that may start now: `maxConcurrent` minus the workloads already rolling

@@ -169,6 +169,8 @@ pub struct Plan {
     pub config_map: Change<ConfigMapData>,
     pub writes: Vec<WorkloadWrite>,
     pub remove_finalizer: bool,
+    /// Workloads whose write could not be built (reported like a failed write).
+    unwritable: Vec<(WorkloadId, String)>,
     verdict: Verdict,
     previous: EgressProxyPolicyStatus,
     generation: Option<i64>,
@@ -243,6 +245,7 @@ pub fn plan(i: &Inputs) -> Plan {
         config_map: Change::Keep,
         writes: Vec::new(),
         remove_finalizer: false,
+        unwritable: Vec::new(),
         verdict: Verdict::Suspended,
         previous: i.previous.clone(),
         generation: p.meta().generation,
@@ -363,8 +366,9 @@ fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
         if !workloads::has_entries(&v.template, &own, &own) && !left_behind(i, v) {
             continue;
         }
-        if let Some(w) = release(i, v, &data) {
-            plan.writes.push(w);
+        match release(i, v, &data) {
+            Ok(w) => plan.writes.extend(w),
+            Err(e) => plan.unwritable.push(e),
         }
     }
     let name = i.policy.name_any();
@@ -384,23 +388,34 @@ fn own_names(p: &EgressProxyPolicy) -> String {
     credentials::managed_name(&p.name_any())
 }
 
+/// A workload whose write could not be built, and why.
+type Unwritable = (WorkloadId, String);
+
 /// The write that takes this policy's entries out of `v` (restoring remembered originals),
 /// unless it carries nothing of ours or that write is already made.
-fn release(i: &Inputs, v: &WorkloadView, data: &SecretData) -> Option<WorkloadWrite> {
+fn release(
+    i: &Inputs,
+    v: &WorkloadView,
+    data: &SecretData,
+) -> Result<Option<WorkloadWrite>, Unwritable> {
     if i.recent.get(&v.id).map(String::as_str) == Some(CLEANED) {
-        return None;
+        return Ok(None);
     }
     let own = own_names(i.policy);
     let originals = workloads::originals_of(&v.id, &v.template, &data.0);
     let kept: Vec<_> = originals.iter().map(|(_, o)| o.clone()).collect();
-    let patch = workloads::cleanup_patch(&v.template, &own, &own, &kept)?;
-    Some(WorkloadWrite {
+    let patch = workloads::cleanup_patch(&v.template, &own, &own, &kept)
+        .map_err(|e| (v.id.clone(), e.to_string()))?;
+    let Some(patch) = patch else {
+        return Ok(None);
+    };
+    Ok(Some(WorkloadWrite {
         id: v.id.clone(),
         resource_version: v.resource_version.clone(),
         write: Write::Patch(patch),
         marker: CLEANED.into(),
         forget: originals.into_iter().map(|(k, _)| k).collect(),
-    })
+    }))
 }
 
 /// A workload this policy does not manage that still carries what it added: its entries,

@@ -51,8 +51,15 @@ pub enum Requeue {
 }
 
 impl Plan {
+    /// The failed writes and the workloads no write could be built for: when not empty,
+    /// the reconcile failed and is retried with backoff.
+    pub fn failures(&self, failed: &[(WorkloadId, String)]) -> Vec<(WorkloadId, String)> {
+        failed.iter().chain(&self.unwritable).cloned().collect()
+    }
+
     /// The status, Events and requeue, given the writes that failed (id, message).
     pub fn report(&self, failed: &[(WorkloadId, String)], now: &Time) -> Report {
+        let failed = &self.failures(failed);
         let failed_ids: BTreeSet<&WorkloadId> = failed.iter().map(|(id, _)| id).collect();
         let done = |release: bool| -> Vec<String> {
             self.writes
@@ -153,7 +160,7 @@ impl Plan {
     /// removing the finalizer happen only when every workload write succeeded, so a failed
     /// release keeps the originals it must restore.
     pub fn completion(&self, failed: &[(WorkloadId, String)]) -> Completion {
-        let ok = failed.is_empty();
+        let ok = failed.is_empty() && self.unwritable.is_empty();
         Completion {
             delete_secret: ok && self.secret == Change::Delete,
             delete_config_map: ok && self.config_map == Change::Delete,
