@@ -62,6 +62,35 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let sim = start_cluster(args).await?;
+    sim.write_kubeconfig(&args.kubeconfig)
+        .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+
+    let client = sim.client()?;
+    let settings = Settings {
+        api_host: Some(sim.addr().ip().to_string()),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let operator = tokio::spawn(controller::run(client.clone(), settings, async {
+        let _ = stopped.await;
+    }));
+    println!("Operator started (namespaces labelled egressproxy.io/enabled=true)\n");
+
+    settle(&client).await;
+    report(&client).await?;
+    let kc = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
+    print_hints(&kc);
+    follow_events(&client).await;
+    let _ = stop.send(());
+    let _ = operator.await;
+    println!("Stopped.");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// kube-sim with its controllers, the CRD, the cluster facts (built in, or `--load`) and the
+/// examples.
+async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandle> {
     // The CRD goes first, so a user's own policies in `--load` files are served.
     let dir = std::env::temp_dir().join(format!("egress-proxy-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -95,25 +124,12 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("applying {name}"))?;
         println!("  applied {name} ({n} objects)");
     }
-    sim.write_kubeconfig(&args.kubeconfig)
-        .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+    Ok(sim)
+}
 
-    let client = sim.client()?;
-    let settings = Settings {
-        api_host: Some(sim.addr().ip().to_string()),
-        ..Default::default()
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let operator = tokio::spawn(controller::run(client.clone(), settings, async {
-        let _ = stopped.await;
-    }));
-    println!("Operator started (namespaces labelled egressproxy.io/enabled=true)\n");
-
-    settle(&client).await;
-    report(&client).await?;
-    let kc = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
+fn print_hints(kubeconfig: &std::path::Path) {
     println!("Explore it with kubectl:");
-    println!("  export KUBECONFIG={}", kc.display());
+    println!("  export KUBECONFIG={}", kubeconfig.display());
     println!("  kubectl get egressproxypolicies -A -o wide");
     println!(
         "  kubectl -n team-a get deployment api -o yaml        # env from secretKeyRef, config-hash"
@@ -124,7 +140,10 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "  kubectl -n team-a patch secret egress-proxy --type merge -p '{{\"stringData\":{{\"httpProxy\":\"http://team-a:new-password@proxy.corp.example:3128\"}}}}'"
     );
     println!("\nServing until Ctrl-C. Operator events follow:\n");
+}
 
+/// Prints the operator's Events as they happen, until Ctrl-C or SIGTERM.
+async fn follow_events(client: &Client) {
     let events = Api::<Event>::all(client.clone());
     let start = k8s_openapi::jiff::Timestamp::now();
     let mut stream = std::pin::pin!(watcher(events, watcher::Config::default()).applied_objects());
@@ -136,19 +155,18 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             ev = stream.next() => match ev {
                 Some(Ok(e)) => {
                     let fresh = e.event_time.as_ref().is_some_and(|t| t.0 > start);
-                    if fresh && e.reporting_controller.as_deref() == Some("egress-proxy-operator") {
+                    if fresh && e.reporting_controller.as_deref() == Some(controller::REPORTER) {
                         print_event(&e);
                     }
                 }
-                Some(Err(e)) => tracing::warn!(error = %e, "event watch"),
+                Some(Err(e)) => {
+                    let error = controller::describe_watch(&e);
+                    tracing::warn!(%error, "event watch");
+                }
                 None => break,
             }
         }
     }
-    let _ = stop.send(());
-    let _ = operator.await;
-    println!("Stopped.");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Waits until every policy reports on its current generation and nothing is rolling.

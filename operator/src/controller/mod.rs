@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 
 pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
 pub use crate::discovery::Overrides;
-pub use errors::{Category, Error};
+pub use errors::{Category, Error, describe, describe_watch};
 pub use watches::Ctx;
 
 use crate::api::EgressProxyPolicy;

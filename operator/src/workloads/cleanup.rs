@@ -22,8 +22,7 @@ const MAX_KEY: usize = 253;
 /// the template carries nothing of ours. The patch may contain restored values: never log it.
 pub fn cleanup_patch(
     template: &PodTemplateSpec,
-    secret_name: &str,
-    config_map_name: &str,
+    managed: &str,
     originals: &[Original],
 ) -> Result<Option<serde_json::Value>, EncodeError> {
     let mut spec = Map::new();
@@ -36,7 +35,7 @@ pub fn cleanup_patch(
             for var in PROXY_VARS {
                 let ours = env
                     .iter()
-                    .find(|e| e.name == var && is_ours(e, secret_name, config_map_name));
+                    .find(|e| e.name == var && is_ours(e, managed));
                 if let Some(ours) = ours {
                     items.push(removal(ours, var, &c.name, originals)?);
                 }

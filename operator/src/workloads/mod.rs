@@ -69,10 +69,9 @@ pub struct Injection<'a> {
     pub containers: &'a [String],
     pub init_containers: InitContainers,
     pub existing_env: ExistingEnv,
-    /// Managed Secret with the keys `HTTP_PROXY` and `HTTPS_PROXY`.
-    pub secret_name: &'a str,
-    /// Managed ConfigMap with the key `NO_PROXY`.
-    pub config_map_name: &'a str,
+    /// Name of the managed Secret (keys `HTTP_PROXY`, `HTTPS_PROXY`) and of the managed
+    /// ConfigMap (key `NO_PROXY`).
+    pub managed: &'a str,
     /// Value of the [`CONFIG_HASH`] annotation.
     pub hash: &'a str,
     /// This workload's remembered originals: an entry of ours that must go is replaced by the
@@ -150,12 +149,12 @@ fn source_of(var: &str) -> Option<(&'static str, bool)> {
 }
 
 /// Our entry for `var`, one of [`PROXY_VARS`].
-fn our_entry(var: &str, secret_name: &str, config_map_name: &str) -> EnvVar {
+fn our_entry(var: &str, managed: &str) -> EnvVar {
     let (key, in_config_map) = source_of(var).unwrap_or(("", false));
     let value_from = if in_config_map {
         EnvVarSource {
             config_map_key_ref: Some(ConfigMapKeySelector {
-                name: config_map_name.to_owned(),
+                name: managed.to_owned(),
                 key: key.to_owned(),
                 optional: None,
             }),
@@ -164,7 +163,7 @@ fn our_entry(var: &str, secret_name: &str, config_map_name: &str) -> EnvVar {
     } else {
         EnvVarSource {
             secret_key_ref: Some(SecretKeySelector {
-                name: secret_name.to_owned(),
+                name: managed.to_owned(),
                 key: key.to_owned(),
                 optional: None,
             }),
@@ -180,26 +179,26 @@ fn our_entry(var: &str, secret_name: &str, config_map_name: &str) -> EnvVar {
 
 /// One of the six names, taking its value from our Secret (proxy URLs) or ConfigMap
 /// (NO_PROXY), whatever the key.
-pub fn is_ours(env: &EnvVar, secret_name: &str, config_map_name: &str) -> bool {
+pub fn is_ours(env: &EnvVar, managed: &str) -> bool {
     let Some((_, in_config_map)) = source_of(&env.name) else {
         return false;
     };
     let from = env.value_from.as_ref();
     if in_config_map {
         from.and_then(|f| f.config_map_key_ref.as_ref())
-            .is_some_and(|r| r.name == config_map_name)
+            .is_some_and(|r| r.name == managed)
     } else {
         from.and_then(|f| f.secret_key_ref.as_ref())
-            .is_some_and(|r| r.name == secret_name)
+            .is_some_and(|r| r.name == managed)
     }
 }
 
 /// Whether any container carries an entry that refers to this policy's managed objects
 /// (the annotation alone does not say which policy wrote it).
-pub fn has_entries(template: &PodTemplateSpec, secret_name: &str, config_map_name: &str) -> bool {
+pub fn has_entries(template: &PodTemplateSpec, managed: &str) -> bool {
     containers(template)
         .flat_map(|(_, c)| c.env.iter().flatten())
-        .any(|e| is_ours(e, secret_name, config_map_name))
+        .any(|e| is_ours(e, managed))
 }
 
 /// The template's config-hash annotation.
@@ -251,7 +250,7 @@ fn plan_container<'t>(
     overridden: &mut Vec<Original>,
 ) -> ContainerPlan<'t> {
     let env = c.env.as_deref().unwrap_or_default();
-    let ours = |e: &EnvVar| is_ours(e, inj.secret_name, inj.config_map_name);
+    let ours = |e: &EnvVar| is_ours(e, inj.managed);
     let mut desired = Vec::new();
     if selects(inj, init, &c.name) {
         for pair in PROXY_VARS.chunks(2) {
@@ -272,7 +271,7 @@ fn plan_container<'t>(
             }));
             desired.extend(
                 pair.iter()
-                    .map(|v| our_entry(v, inj.secret_name, inj.config_map_name)),
+                    .map(|v| our_entry(v, inj.managed)),
             );
         }
     }

@@ -15,8 +15,8 @@ fn plan(id: &WorkloadId, t: &PodTemplateSpec, inj: &Injection) -> Plan {
     super::plan(id, t, inj).expect("encodes")
 }
 
-fn cleanup_patch(t: &PodTemplateSpec, s: &str, c: &str, o: &[Original]) -> Option<Value> {
-    super::cleanup_patch(t, s, c, o).expect("encodes")
+fn cleanup_patch(t: &PodTemplateSpec, m: &str, o: &[Original]) -> Option<Value> {
+    super::cleanup_patch(t, m, o).expect("encodes")
 }
 
 fn id() -> WorkloadId {
@@ -32,8 +32,7 @@ fn inj<'a>(containers: &'a [String], hash: &'a str) -> Injection<'a> {
         containers,
         init_containers: InitContainers::Include,
         existing_env: ExistingEnv::Keep,
-        secret_name: S,
-        config_map_name: S,
+        managed: S,
         hash,
         originals: &[],
     }
@@ -169,7 +168,7 @@ fn applied_template_needs_no_write() {
     let p = plan(&id(), &t, &inj(&[], HASH));
     let t2 = after(&t, &p.write);
     assert_eq!(env_of(&t2, "app")[0].name, "LOG", "other entries stay");
-    assert!((has_entries(&t2, S, S) && current_hash(&t2).is_some()));
+    assert!(has_entries(&t2, S) && current_hash(&t2).is_some());
     assert_eq!(current_hash(&t2), Some(HASH));
     assert_eq!(plan(&id(), &t2, &inj(&[], HASH)).write, Write::None);
 
@@ -368,14 +367,14 @@ fn override_patches_once_and_cleanup_restores() {
     let env = env_of(&t2, "app");
     assert_eq!(env.len(), 7);
     for e in env.iter().filter(|e| e.name != "LOG") {
-        assert!(is_ours(e, S, S) && e.value.is_none(), "{e:?}");
+        assert!(is_ours(e, S) && e.value.is_none(), "{e:?}");
     }
     let again = plan(&id(), &t2, &i);
     assert_eq!(again.write, Write::None);
     assert!(again.overridden.is_empty());
 
     // Cleanup puts the own entries back and deletes the rest.
-    let patch = cleanup_patch(&t2, S, S, &p.overridden).unwrap();
+    let patch = cleanup_patch(&t2, S, &p.overridden).unwrap();
     let t3 = after(&t2, &Write::Patch(patch.clone()));
     assert_eq!(
         env_of(&t3, "app"),
@@ -383,8 +382,8 @@ fn override_patches_once_and_cleanup_restores() {
     );
     assert!(env_of(&t3, "sidecar").is_empty());
     assert_eq!(current_hash(&t3), None);
-    assert!((!has_entries(&t3, S, S) && current_hash(&t3).is_none()));
-    assert_eq!(cleanup_patch(&t3, S, S, &p.overridden), None);
+    assert!(!has_entries(&t3, S) && current_hash(&t3).is_none());
+    assert_eq!(cleanup_patch(&t3, S, &p.overridden), None);
 }
 
 #[test]
@@ -414,7 +413,7 @@ fn cleanup_patch_exact() {
             value_from: None,
         },
     }];
-    let patch = cleanup_patch(&t, S, S, &originals).unwrap();
+    let patch = cleanup_patch(&t, S, &originals).unwrap();
     let deletes = |skip: Option<&str>| -> Vec<Value> {
         PROXY_VARS
             .iter()
@@ -446,7 +445,7 @@ fn cleanup_patch_exact() {
         Some("localhost")
     );
 
-    assert_eq!(cleanup_patch(&basic(), S, S, &[]), None);
+    assert_eq!(cleanup_patch(&basic(), S, &[]), None);
     // The annotation alone is removed too; foreign entries are left alone.
     let t = template(json!({
         "metadata": {"annotations": {CONFIG_HASH: HASH}},
@@ -455,7 +454,7 @@ fn cleanup_patch_exact() {
         ]}]},
     }));
     assert_eq!(
-        cleanup_patch(&t, S, S, &[]),
+        cleanup_patch(&t, S, &[]),
         Some(json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: null}}}}}))
     );
 }
@@ -463,35 +462,23 @@ fn cleanup_patch_exact() {
 #[test]
 fn ownership() {
     let e = |v: Value| serde_json::from_value::<EnvVar>(v).unwrap();
-    assert!(is_ours(
-        &e(secret_entry("http_proxy", "HTTP_PROXY")),
-        S,
-        "cm"
-    ));
-    assert!(!is_ours(
-        &e(secret_entry("http_proxy", "HTTP_PROXY")),
-        "other",
-        S
-    ));
-    assert!(!is_ours(&e(secret_entry("FOO", "HTTP_PROXY")), S, S));
+    assert!(is_ours(&e(secret_entry("http_proxy", "HTTP_PROXY")), S));
+    assert!(!is_ours(&e(secret_entry("http_proxy", "HTTP_PROXY")), "other"));
+    assert!(!is_ours(&e(secret_entry("FOO", "HTTP_PROXY")), S));
     assert!(
-        !is_ours(&e(secret_entry("NO_PROXY", "NO_PROXY")), S, S),
+        !is_ours(&e(secret_entry("NO_PROXY", "NO_PROXY")), S),
         "NO_PROXY is in the ConfigMap"
     );
-    assert!(is_ours(
-        &e(
-            json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "NO_PROXY"}}})
-        ),
-        S,
-        "cm"
-    ));
+    let from_cm = |cm: &str| {
+        e(json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "NO_PROXY"}}}))
+    };
+    assert!(is_ours(&from_cm(S), S));
+    assert!(!is_ours(&from_cm("other"), S));
     assert!(!is_ours(
         &e(json!({"name": "HTTP_PROXY", "value": "http://p:1"})),
-        S,
         S
     ));
-    assert!((!has_entries(&basic(), S, S) && current_hash(&basic()).is_none()));
-    assert_eq!(current_hash(&basic()), None);
+    assert!(!has_entries(&basic(), S) && current_hash(&basic()).is_none());
 }
 
 #[test]

@@ -106,7 +106,7 @@ pub(super) fn plan(
                 applied
                     .overlaps
                     .push(format!("{id} (managed by EgressProxyPolicy {by})"));
-                if workloads::has_entries(&v.template, &own, &own) {
+                if workloads::has_entries(&v.template, &own) {
                     leaving.push(v);
                 }
             }
@@ -199,7 +199,7 @@ fn inject(
     // workload rather than remembering them as originals.
     let holder = i.others.iter().find(|p| {
         let m = own_names(p);
-        workloads::has_entries(&v.template, &m, &m)
+        workloads::has_entries(&v.template, &m)
     });
     if let Some(other) = holder {
         let (id, by) = (&v.id, other.name_any());
@@ -219,8 +219,7 @@ fn inject(
         containers: &names,
         init_containers: spec.init_containers,
         existing_env: spec.existing_env,
-        secret_name: &own,
-        config_map_name: &own,
+        managed: &own,
         hash: &applied.hash,
         originals: &originals,
     };

@@ -363,7 +363,7 @@ fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
     let data = i.secret.data.clone().unwrap_or_default();
     let own = own_names(i.policy);
     for v in i.workloads {
-        if !workloads::has_entries(&v.template, &own, &own) && !left_behind(i, v) {
+        if !workloads::has_entries(&v.template, &own) && !left_behind(i, v) {
             continue;
         }
         match release(i, v, &data) {
@@ -404,7 +404,7 @@ fn release(
     let own = own_names(i.policy);
     let originals = workloads::originals_of(&v.id, &v.template, &data.0);
     let kept: Vec<_> = originals.iter().map(|(_, o)| o.clone()).collect();
-    let patch = workloads::cleanup_patch(&v.template, &own, &own, &kept)
+    let patch = workloads::cleanup_patch(&v.template, &own, &kept)
         .map_err(|e| (v.id.clone(), e.to_string()))?;
     let Some(patch) = patch else {
         return Ok(None);
@@ -422,7 +422,7 @@ fn release(
 /// or a config-hash annotation that no other policy of the namespace accounts for.
 fn left_behind(i: &Inputs, v: &WorkloadView) -> bool {
     let own = own_names(i.policy);
-    if workloads::has_entries(&v.template, &own, &own) {
+    if workloads::has_entries(&v.template, &own) {
         return true;
     }
     if workloads::current_hash(&v.template).is_none() {
@@ -430,7 +430,7 @@ fn left_behind(i: &Inputs, v: &WorkloadView) -> bool {
     }
     !i.others.iter().any(|p| {
         let m = own_names(p);
-        workloads::has_entries(&v.template, &m, &m) || selects(p, v)
+        workloads::has_entries(&v.template, &m) || selects(p, v)
     })
 }
 

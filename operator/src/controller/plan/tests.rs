@@ -806,7 +806,7 @@ fn a_hash_annotation_another_policy_accounts_for_is_left_alone() {
     // ...but once they are gone, the annotation alone is the other policy's business.
     w.settle();
     let v = w.workload("api");
-    assert!(!workloads::has_entries(&v.template, &own, &own));
+    assert!(!workloads::has_entries(&v.template, &own));
     v.template = written(
         &v.template,
         &Write::Apply(json!({"spec": {"template": {
