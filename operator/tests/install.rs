@@ -128,6 +128,114 @@ async fn a_namespaced_install_watches_each_listed_namespace_with_only_their_role
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_one_listed_namespace_wakes_a_policy_of_another() {
+    // team-a's policy uses a Secret of team-b, granted to team-a.
+    let a = team("team-a").replace(
+        "secretRef: {name: egress-proxy}",
+        "secretRef: {name: shared, namespace: team-b}",
+    );
+    let shared = r#"
+apiVersion: v1
+kind: Secret
+metadata:
+  name: shared
+  namespace: team-b
+  annotations: {egressproxy.io/allowed-namespaces: team-a}
+stringData:
+  httpProxy: http://shared:first@proxy.corp.example:3128
+  httpsProxy: http://shared:first@proxy.corp.example:3128
+"#;
+    let env = Env::new(&[a, team("team-b"), shared.to_owned()].join("---")).await;
+    env.sim
+        .apply_yaml(&format!("{}---{}", role("team-a"), role("team-b")))
+        .expect("roles");
+    let token = env
+        .sim
+        .service_account_token("egress-proxy-system", "operator");
+    let client = env.sim.client_with_token(&token).expect("client");
+    let settings = Settings {
+        namespaces: vec!["team-a".into(), "team-b".into()],
+        overrides: Overrides {
+            cluster_domain: Some("cluster.corp".into()),
+            service_cidrs: vec!["10.43.0.0/16".into()],
+            pod_cidrs: vec!["10.42.0.0/16".into()],
+        },
+        discovery_wait: Duration::from_secs(1),
+        // No resync within the test: only the watch of team-b's Secrets can wake team-a.
+        resync: Duration::from_secs(3600),
+        ..env.settings()
+    };
+    let op = env.start_as(client, settings);
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let before = hash(&env.deployment("team-a", "api").await);
+    assert!(before.is_some());
+    env.set_secret(
+        "team-b",
+        "shared",
+        serde_json::json!({"httpProxy": "http://shared:second@proxy.corp.example:3128"}),
+    )
+    .await;
+    eventually("team-a rolled to the new credential", || async {
+        let now = hash(&env.deployment("team-a", "api").await);
+        (now != before).then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_start_up_returns_even_if_caches_never_fill() {
+    // Listed namespace team-x has no Role: its caches never fill.
+    let env = Env::new(&team("team-a")).await;
+    env.sim.apply_yaml(&role("team-a")).expect("role");
+    env.sim
+        .apply_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-x}\n")
+        .expect("ns");
+    // Policies of team-x may be listed (the start-up check), nothing else.
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: list-policies, namespace: team-x}
+rules: [{apiGroups: [egressproxy.io], resources: [egressproxypolicies], verbs: [list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: list-policies, namespace: team-x}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: list-policies}
+subjects: [{kind: ServiceAccount, name: operator, namespace: egress-proxy-system}]
+"#,
+        )
+        .expect("role");
+    let token = env
+        .sim
+        .service_account_token("egress-proxy-system", "operator");
+    let client = env.sim.client_with_token(&token).expect("client");
+    let settings = Settings {
+        namespaces: vec!["team-a".into(), "team-x".into()],
+        discovery_wait: Duration::from_secs(1),
+        ..env.settings()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(egress_proxy_operator::controller::run(
+        client,
+        settings,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // The start-up check passed and the watches run (and fail) before the stop.
+    eventually("the operator watches", || async {
+        (env.count("watch", "deployments") + env.count("list", "deployments") > 0).then_some(())
+    })
+    .await;
+    let _ = stop.send(());
+    let returned = tokio::time::timeout(Duration::from_secs(20), task).await;
+    assert!(matches!(returned, Ok(Ok(Ok(())))), "{returned:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_watch_outlives_run() {
     let env = Env::new(&team("team-a").replace(
         "metadata: {name: team-a}",

@@ -38,6 +38,4 @@ pub mod event {
     pub const CONFIG_APPLIED: &str = "ConfigApplied";
     /// The operator's entries were removed from workloads (they roll).
     pub const CONFIG_REMOVED: &str = "ConfigRemoved";
-    /// A reconcile failed; the note says what and the category which kind of failure.
-    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 }

@@ -51,8 +51,13 @@ pub struct RunArgs {
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
     /// Log filter: a level (`info`, `debug`) or directives such as
-    /// `egress_proxy_operator=debug,kube=warn`.
-    #[arg(long, env = "EPO_LOG", default_value = "info")]
+    /// `egress_proxy_operator=debug,kube=warn`. kube-runtime's watcher logs a 403 with a
+    /// dump of the API's reply; the operator logs each failed watch on one line itself.
+    #[arg(
+        long,
+        env = "EPO_LOG",
+        default_value = "info,kube_runtime::watcher=error"
+    )]
     pub log_level: String,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]

@@ -21,6 +21,8 @@ pub enum Error {
     Random,
     #[error("{} workload update(s) failed: {}", .0.len(), first(.0))]
     Workloads(Vec<(WorkloadId, String)>),
+    #[error("removing finalizer from {0}: the finalizer list changed meanwhile")]
+    FinalizerMoved(String),
 }
 
 /// What kind of failure an error is.
@@ -77,6 +79,7 @@ impl Error {
         match self {
             Error::Kube { source, .. } => category_of(source),
             Error::Random => Category::Internal,
+            Error::FinalizerMoved(_) => Category::Conflict,
             // A failed workload write is reported in status; its own category is in the
             // message. Most are rejections of the patch.
             Error::Workloads(_) => Category::Invalid,

@@ -122,32 +122,43 @@ pub async fn run(
         scopes.iter().map(|_| mpsc::unbounded::<()>()).unzip();
     let discovery = watches::discovery(&mut tasks, &client, &changed);
     drop(changed);
+    let parts: Vec<Parts> = scopes.into_iter().zip(changes).map(Parts::new).collect();
+    // A source Secret in one listed namespace may serve policies of another.
+    let routes: Vec<watches::Route> = parts
+        .iter()
+        .map(|p| (p.policies.clone(), p.trigger.clone()))
+        .collect();
     let shutdown = shutdown.boxed().shared();
     let recent = Arc::new(Recent::default());
-    let mut controllers = Vec::new();
-    for (scope, changes) in scopes.into_iter().zip(changes) {
-        let ctx = Scope {
-            client: &client,
-            settings: &settings,
-            discovery: &discovery,
-            recent: &recent,
-        };
-        controllers.push(ctx.controller(&mut tasks, scope, changes, shutdown.clone()));
-    }
+    let shared = Scope {
+        client: &client,
+        settings: &settings,
+        discovery: &discovery,
+        recent: &recent,
+        routes: &routes,
+    };
+    let controllers: Vec<_> = parts
+        .into_iter()
+        .map(|p| shared.controller(&mut tasks, p, shutdown.clone()))
+        .collect();
     futures::future::join_all(controllers).await;
     tasks.shutdown().await;
     Ok(())
 }
 
-/// Fails fast on a bad selector or a missing CRD instead of retrying forever.
+/// Fails fast on a bad selector, a missing CRD or an unreadable namespace instead of
+/// retrying forever.
 async fn preflight(client: &Client, settings: &Settings) -> Result<(), RunError> {
     let lp = kube::api::ListParams::default().limit(1);
-    let ns = settings.namespaces.first();
-    let policies: Api<EgressProxyPolicy> = match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
+    let apis: Vec<Api<EgressProxyPolicy>> = if settings.namespaces.is_empty() {
+        vec![Api::all(client.clone())]
+    } else {
+        let ns = settings.namespaces.iter();
+        ns.map(|ns| Api::namespaced(client.clone(), ns)).collect()
     };
-    policies.list_metadata(&lp).await.map_err(RunError::Crd)?;
+    for policies in apis {
+        policies.list_metadata(&lp).await.map_err(RunError::Crd)?;
+    }
     if settings.namespaces.is_empty() {
         Api::<Namespace>::all(client.clone())
             .list_metadata(&lp.clone().labels(&settings.namespace_selector))
@@ -168,6 +179,33 @@ struct Scope<'a> {
     settings: &'a Settings,
     discovery: &'a watches::Discovery,
     recent: &'a Arc<Recent>,
+    routes: &'a [watches::Route],
+}
+
+/// One scope's policy cache and queue, made before any watch so that every scope's source
+/// Secret watch can wake the policies of every other.
+struct Parts {
+    scope: Option<String>,
+    policies: reflector::Store<EgressProxyPolicy>,
+    writer: reflector::store::Writer<EgressProxyPolicy>,
+    trigger: watches::Trigger,
+    triggers: mpsc::UnboundedReceiver<ObjectRef<EgressProxyPolicy>>,
+    changes: mpsc::UnboundedReceiver<()>,
+}
+
+impl Parts {
+    fn new((scope, changes): (Option<String>, mpsc::UnboundedReceiver<()>)) -> Parts {
+        let (trigger, triggers) = mpsc::unbounded();
+        let (policies, writer) = reflector::store();
+        Parts {
+            scope,
+            policies,
+            writer,
+            trigger,
+            triggers,
+            changes,
+        }
+    }
 }
 
 impl Scope<'_> {
@@ -176,12 +214,17 @@ impl Scope<'_> {
     fn controller(
         &self,
         tasks: &mut JoinSet<()>,
-        scope: Option<String>,
-        changes: mpsc::UnboundedReceiver<()>,
+        parts: Parts,
         stop: Stop,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let (trigger, triggers) = mpsc::unbounded::<ObjectRef<EgressProxyPolicy>>();
-        let (policies, policy_writer) = reflector::store::<EgressProxyPolicy>();
+    ) -> impl Future<Output = ()> + Send + use<> {
+        let Parts {
+            scope,
+            policies,
+            writer: policy_writer,
+            trigger,
+            triggers,
+            changes,
+        } = parts;
         let mut w = watches::Wiring {
             tasks,
             client: self.client,
@@ -198,7 +241,7 @@ impl Scope<'_> {
             .then(|| w.namespaces(&self.settings.namespace_selector));
         let secrets = w.managed_secrets();
         let config_maps = w.managed_config_maps();
-        w.source_secrets();
+        w.source_secrets(self.routes);
         let ctx = Arc::new(Ctx {
             client: self.client.clone(),
             settings: self.settings.clone(),
@@ -224,16 +267,16 @@ impl Scope<'_> {
             None => Api::all(self.client.clone()),
         };
         let recent = self.recent.clone();
+        let mut relist = watches::Relist::default();
         let policy_stream = watcher(api, watcher::Config::default().any_semantic())
             .modify(strip)
-            .map(move |e| {
-                if let Ok(e) = &e {
-                    saw_policy(&recent, e);
-                }
-                e
-            })
             .default_backoff()
             .reflect(policy_writer)
+            .inspect(move |e| {
+                if let Ok(e) = e {
+                    saw_policy(&recent, &mut relist, e);
+                }
+            })
             .applied_objects();
         drive(ctx, policy_stream, triggers, changes, stop)
     }
@@ -247,7 +290,11 @@ async fn drive(
     changes: mpsc::UnboundedReceiver<()>,
     stop: Stop,
 ) {
-    ctx.wait_ready().await;
+    // A scope whose caches never fill (RBAC) must not keep a shutdown waiting.
+    tokio::select! {
+        _ = ctx.wait_ready() => {}
+        _ = stop.clone() => return,
+    }
     let facts = facts_changed(ctx.clone(), changes);
     Controller::for_stream(policy_stream, ctx.policies.clone())
         .with_config(ControllerConfig::default().concurrency(ctx.settings.workers))
@@ -264,8 +311,16 @@ async fn drive(
         .await;
 }
 
-fn saw_policy(recent: &Recent, e: &watcher::Event<EgressProxyPolicy>) {
+/// Tells [`Recent`] what the policy cache applied.
+fn saw_policy(
+    recent: &Recent,
+    relist: &mut watches::Relist,
+    e: &watcher::Event<EgressProxyPolicy>,
+) {
     use kube::ResourceExt;
+    if let Some(since) = relist.done(e) {
+        recent.relisted_policies(since);
+    }
     let (p, seen) = match e {
         watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
             (p, Seen::Applied(p.metadata.resource_version.as_ref()))

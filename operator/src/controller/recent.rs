@@ -3,8 +3,9 @@
 //!
 //! resourceVersions are opaque, so they are only compared for equality: a write is forgotten
 //! when the cache applies the watch event that carries the version the server returned for
-//! it, or when the object is deleted. A watch that re-lists can skip that version; such an
-//! entry expires after [`LIFETIME`], long after any healthy cache has caught up.
+//! it, or when the object is deleted. A watch that re-lists can skip that version: a re-list
+//! that started after the write (the write is in it) forgets it too. [`LIFETIME`] is a last
+//! resort, far beyond any healthy cache's lag.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -13,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 
-use crate::api::EgressProxyPolicyStatus;
+use crate::api::{EgressProxyPolicyStatus, WorkloadKind};
 use crate::workloads::WorkloadId;
 
 /// How long a write is remembered at most.
-pub(crate) const LIFETIME: Duration = Duration::from_secs(60);
+pub(crate) const LIFETIME: Duration = Duration::from_secs(600);
 
 /// Namespace and name.
 pub(crate) type Key = (String, String);
@@ -71,6 +72,13 @@ impl<K: Eq + Hash, V: Clone> Writes<K, V> {
     fn forget(&self, key: &K) {
         if let Ok(mut m) = self.0.lock() {
             m.remove(key);
+        }
+    }
+
+    /// A re-list that started at `since` finished: the writes made before it are in it.
+    fn relisted(&self, since: Instant, of_kind: impl Fn(&K) -> bool) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|k, w| !(of_kind(k) && w.at < since));
         }
     }
 }
@@ -127,9 +135,16 @@ impl Recent {
         self.config_maps.forget(key);
     }
 
-    /// What was just written to this workload (a config hash, or the release marker).
-    pub(crate) fn workload(&self, id: &WorkloadId) -> Option<String> {
-        self.workloads.recall(id, Instant::now())
+    /// The remembered workload writes of one namespace.
+    pub(crate) fn workloads_in(&self, namespace: &str) -> BTreeMap<WorkloadId, String> {
+        let now = Instant::now();
+        let Ok(m) = self.workloads.0.lock() else {
+            return BTreeMap::new();
+        };
+        m.iter()
+            .filter(|(id, w)| id.namespace == namespace && now.duration_since(w.at) < LIFETIME)
+            .map(|(id, w)| (id.clone(), w.value.clone()))
+            .collect()
     }
 
     pub(crate) fn wrote_workload(
@@ -167,6 +182,23 @@ impl Recent {
 
     pub(crate) fn saw_workload(&self, id: &WorkloadId, seen: Seen) {
         see(&self.workloads, id, seen);
+    }
+
+    /// The cache of one workload kind was re-listed by a list that started at `since`.
+    pub(crate) fn relisted_workloads(&self, kind: WorkloadKind, since: Instant) {
+        self.workloads.relisted(since, |id| id.kind == kind);
+    }
+
+    pub(crate) fn relisted_secrets(&self, since: Instant) {
+        self.secrets.relisted(since, |_| true);
+    }
+
+    pub(crate) fn relisted_config_maps(&self, since: Instant) {
+        self.config_maps.relisted(since, |_| true);
+    }
+
+    pub(crate) fn relisted_policies(&self, since: Instant) {
+        self.statuses.relisted(since, |_| true);
     }
 
     pub(crate) fn saw_policy(&self, key: &Key, seen: Seen) {
@@ -226,6 +258,25 @@ mod tests {
         let w: Writes<&str, u32> = Writes::default();
         w.remember("k", rv("9").as_ref(), rv("9"), 3);
         assert_eq!(w.recall(&"k", Instant::now()), None);
+    }
+
+    #[test]
+    fn a_relist_that_started_after_the_write_ends_it() {
+        let w: Writes<&str, u32> = Writes::default();
+        let before = Instant::now();
+        w.remember("k", None, rv("3"), 5);
+        w.relisted(before, |_| true);
+        assert_eq!(
+            w.recall(&"k", Instant::now()),
+            Some(5),
+            "listed before the write"
+        );
+        w.relisted(Instant::now(), |_| true);
+        assert_eq!(
+            w.recall(&"k", Instant::now()),
+            None,
+            "the list holds the write"
+        );
     }
 
     #[test]

@@ -141,44 +141,45 @@ impl Executor {
         self.execute(&plan).await
     }
 
+    /// Reads what the plan needs. Remembered writes are read before the caches: a watch
+    /// event that lands in between then only makes the cache newer, never older.
     async fn observe(&self) -> Result<Observation, Error> {
         let ctx = &self.ctx;
-        let admitted = ctx.admitted(&self.ns);
-        let previous = ctx
-            .recent
-            .status(&self.key())
+        let recent_status = ctx.recent.status(&self.key());
+        let recent = ctx.recent.workloads_in(&self.ns);
+        let mut secret = self.observed_secret();
+        let mut config_map = self.observed_config_map();
+        let previous = recent_status
+            .or_else(|| {
+                ctx.policies
+                    .get(&ObjectRef::from_obj(self.policy.as_ref()))?
+                    .status
+                    .clone()
+            })
             .or_else(|| self.policy.status.clone())
             .unwrap_or_default();
-        let credentials = if plan::needs_credentials(&self.policy, admitted) {
+        let admitted = ctx.admitted(&self.ns);
+        let cluster = cluster_inputs(ctx);
+        let credentials = if plan::needs_credentials(&self.policy, admitted, &cluster) {
             Some(self.credentials().await?)
         } else {
             None
         };
-        let mut secret = self.observed_secret();
-        let mut config_map = self.observed_config_map();
-        if plan::needs_lookup(&self.policy, admitted, &secret) {
+        if plan::needs_lookup(credentials.as_ref(), &secret) {
             secret.meta = self.lookup::<Secret>().await?;
         }
-        if plan::needs_lookup(&self.policy, admitted, &config_map) {
+        if plan::needs_lookup(credentials.as_ref(), &config_map) {
             config_map.meta = self.lookup::<ConfigMap>().await?;
         }
-        let workloads = self.workloads();
-        let recent = workloads
-            .iter()
-            .filter_map(|v| {
-                let w = ctx.recent.workload(&v.id)?;
-                Some((v.id.clone(), w))
-            })
-            .collect();
         Ok(Observation {
             others: self.others(),
             admitted,
             admission: ctx.admission(),
-            cluster: cluster_inputs(ctx),
+            cluster,
             credentials,
             secret,
             config_map,
-            workloads,
+            workloads: self.workloads(),
             recent,
             previous,
             new_key: workloads::hash::new_key().map_err(|_| Error::Random)?,
@@ -186,8 +187,8 @@ impl Executor {
     }
 
     fn observed_secret(&self) -> Observed<SecretData> {
-        let cached = self.ctx.secrets.get(&self.managed_ref());
         let recent = self.ctx.recent.secret(&self.key_managed());
+        let cached = self.ctx.secrets.get(&self.managed_ref());
         let data = recent.or_else(|| cached.as_ref().and_then(|s| s.data.clone()));
         Observed {
             data: data.map(SecretData),
@@ -196,8 +197,8 @@ impl Executor {
     }
 
     fn observed_config_map(&self) -> Observed<ConfigMapData> {
-        let cached = self.ctx.config_maps.get(&self.managed_ref());
         let recent = self.ctx.recent.config_map(&self.key_managed());
+        let cached = self.ctx.config_maps.get(&self.managed_ref());
         Observed {
             data: recent.or_else(|| cached.as_ref().and_then(|c| c.data.clone())),
             meta: cached.map(|c| c.metadata.clone()),
@@ -291,9 +292,6 @@ impl Executor {
             self.apply_config_map(data).await?;
         }
         let failed = self.write_workloads(plan).await;
-        if let Some(data) = plan.secret_after(&failed) {
-            self.apply_secret(&data).await?;
-        }
         let done = plan.completion(&failed);
         self.delete_managed(&done).await?;
         let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -562,7 +560,11 @@ impl Executor {
             .api()
             .patch(&self.name, &self.params(), &Patch::<()>::Json(patch))
             .await;
-        gone(r.map(drop)).map_err(Error::kube("removing finalizer from", self.shown()))
+        match r {
+            // The test failed: someone changed the list; the retry reads the new one.
+            Err(kube::Error::Api(s)) if s.code == 422 => Err(Error::FinalizerMoved(self.shown())),
+            r => gone(r.map(drop)).map_err(Error::kube("removing finalizer from", self.shown())),
+        }
     }
 
     fn api(&self) -> Api<EgressProxyPolicy> {

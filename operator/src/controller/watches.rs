@@ -9,6 +9,7 @@
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
@@ -33,6 +34,9 @@ use crate::discovery::ClusterInputs;
 
 /// Sends a policy to the controller's queue.
 pub(super) type Trigger = mpsc::UnboundedSender<ObjectRef<EgressProxyPolicy>>;
+
+/// One controller's policies and its queue.
+pub(super) type Route = (Store<EgressProxyPolicy>, Trigger);
 
 /// Caches and clients shared by every reconcile of one controller.
 pub struct Ctx {
@@ -120,7 +124,8 @@ fn config() -> watcher::Config {
     watcher::Config::default().any_semantic()
 }
 
-/// Drives one reflector in `tasks`; `on_event` sees every watch event before the cache does.
+/// Drives one reflector in `tasks`; `on_event` sees every watch event once the cache has
+/// applied it.
 fn cache<K>(
     tasks: &mut JoinSet<()>,
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -159,6 +164,25 @@ fn touched<K>(e: &watcher::Event<K>) -> Option<(&K, bool)> {
 
 fn key_of<K: Resource>(o: &K) -> (String, String) {
     (o.namespace().unwrap_or_default(), o.name_any())
+}
+
+/// When the list behind a re-list started: set at `Init`, handed out at `InitDone`.
+#[derive(Default)]
+pub(super) struct Relist(Option<Instant>);
+
+impl Relist {
+    /// The start of the list that `e` completes, if it completes one.
+    pub(super) fn done<K>(&mut self, e: &watcher::Event<K>) -> Option<Instant> {
+        match e {
+            // The watcher sends its LIST after it hands out `Init`.
+            watcher::Event::Init => {
+                self.0 = Some(Instant::now());
+                None
+            }
+            watcher::Event::InitDone => self.0.take(),
+            _ => None,
+        }
+    }
 }
 
 fn seen<K: Resource>(o: &K, deleted: bool) -> Seen<'_> {
@@ -208,7 +232,11 @@ impl Wiring<'_> {
             self.recent.clone(),
         );
         let events = watcher(scoped::<K>(self.client, self.scope), config());
+        let mut relist = Relist::default();
         cache(self.tasks, events, strip, move |e| {
+            if let Some(since) = relist.done(e) {
+                recent.relisted_workloads(K::KIND, since);
+            }
             if let Some((o, deleted)) = touched(e) {
                 if let Some(v) = o.view() {
                     recent.saw_workload(&v.id, seen(o, deleted));
@@ -234,7 +262,11 @@ impl Wiring<'_> {
     pub fn managed_secrets(&mut self) -> Store<Secret> {
         let (t, recent) = (self.trigger.clone(), self.recent.clone());
         let events = watcher(scoped::<Secret>(self.client, self.scope), managed());
+        let mut relist = Relist::default();
         cache(self.tasks, events, strip, move |e| {
+            if let Some(since) = relist.done(e) {
+                recent.relisted_secrets(since);
+            }
             if let Some((o, deleted)) = touched(e) {
                 recent.saw_secret(&key_of(o), seen(o, deleted));
                 wake(&t, policy_of(o));
@@ -246,7 +278,11 @@ impl Wiring<'_> {
     pub fn managed_config_maps(&mut self) -> Store<ConfigMap> {
         let (t, recent) = (self.trigger.clone(), self.recent.clone());
         let events = watcher(scoped::<ConfigMap>(self.client, self.scope), managed());
+        let mut relist = Relist::default();
         cache(self.tasks, events, strip, move |e| {
+            if let Some(since) = relist.done(e) {
+                recent.relisted_config_maps(since);
+            }
             if let Some((o, deleted)) = touched(e) {
                 recent.saw_config_map(&key_of(o), seen(o, deleted));
                 wake(&t, policy_of(o));
@@ -255,16 +291,20 @@ impl Wiring<'_> {
     }
 
     /// Source Secrets: metadata only and not cached (their data is read when needed); a
-    /// change wakes the policies whose slots name the Secret.
-    pub fn source_secrets(&mut self) {
-        let (p, t) = (self.policies.clone(), self.trigger.clone());
+    /// change wakes the policies, of any controller, whose slots name the Secret.
+    pub fn source_secrets(&mut self, routes: &[Route]) {
+        let routes = routes.to_vec();
         let api = scoped::<PartialObjectMeta<Secret>>(self.client, self.scope);
         let stream = watcher(api, config()).default_backoff().touched_objects();
         self.tasks.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 match item {
-                    Ok(m) => wake(&t, policies_using(&p, &m)),
+                    Ok(m) => {
+                        for (p, t) in &routes {
+                            wake(t, policies_using(p, &m));
+                        }
+                    }
                     Err(e) => {
                         let error = errors::describe_watch(&e);
                         tracing::warn!(kind = "Secret", %error, "watch failed; retrying");

@@ -33,9 +33,7 @@ pub fn cleanup_patch(
             let env = c.env.as_deref().unwrap_or_default();
             let mut items: Vec<Value> = Vec::new();
             for var in PROXY_VARS {
-                let ours = env
-                    .iter()
-                    .find(|e| e.name == var && is_ours(e, managed));
+                let ours = env.iter().find(|e| e.name == var && is_ours(e, managed));
                 if let Some(ours) = ours {
                     items.push(removal(ours, var, &c.name, originals)?);
                 }

@@ -269,10 +269,7 @@ fn plan_container<'t>(
                 container: c.name.clone(),
                 env: (*e).clone(),
             }));
-            desired.extend(
-                pair.iter()
-                    .map(|v| our_entry(v, inj.managed)),
-            );
+            desired.extend(pair.iter().map(|v| our_entry(v, inj.managed)));
         }
     }
     let stale: Vec<String> = PROXY_VARS

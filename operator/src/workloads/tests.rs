@@ -463,14 +463,19 @@ fn cleanup_patch_exact() {
 fn ownership() {
     let e = |v: Value| serde_json::from_value::<EnvVar>(v).unwrap();
     assert!(is_ours(&e(secret_entry("http_proxy", "HTTP_PROXY")), S));
-    assert!(!is_ours(&e(secret_entry("http_proxy", "HTTP_PROXY")), "other"));
+    assert!(!is_ours(
+        &e(secret_entry("http_proxy", "HTTP_PROXY")),
+        "other"
+    ));
     assert!(!is_ours(&e(secret_entry("FOO", "HTTP_PROXY")), S));
     assert!(
         !is_ours(&e(secret_entry("NO_PROXY", "NO_PROXY")), S),
         "NO_PROXY is in the ConfigMap"
     );
     let from_cm = |cm: &str| {
-        e(json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "NO_PROXY"}}}))
+        e(
+            json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "NO_PROXY"}}}),
+        )
     };
     assert!(is_ours(&from_cm(S), S));
     assert!(!is_ours(&from_cm("other"), S));

@@ -95,8 +95,17 @@ pub(super) fn plan(
     };
     let mut injections = Vec::new();
     let mut leaving = Vec::new();
-    for v in i.workloads {
-        match selection(i, selector, v) {
+    let mut workloads: Vec<&WorkloadView> = i.workloads.iter().collect();
+    workloads.sort_by(|a, b| a.id.cmp(&b.id));
+    for v in workloads {
+        let mine = selection(i, selector, v);
+        if !matches!(mine, Selection::Mine) && !workloads::has_entries(&v.template, &own) {
+            // Its release is in the cache: the originals it restored are no longer needed.
+            for (k, _) in workloads::originals_of(&v.id, &v.template, &data.0) {
+                data.0.remove(&k);
+            }
+        }
+        match mine {
             Selection::Mine => match inject(i, v, &mut data, &mut applied) {
                 Ok(write) => injections.extend(write),
                 Err(e) => plan.unwritable.push(e),
@@ -114,8 +123,9 @@ pub(super) fn plan(
             Selection::NotSelected => {}
         }
     }
+    // The finalizer comes first, even while paused: workloads may already carry entries.
+    plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
     if !applied.paused {
-        plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
         plan.secret = change(i.policy, &i.secret.meta, &i.secret.data, data.clone());
         let cm = ConfigMapData::from([("NO_PROXY".to_owned(), applied.rendered.value.clone())]);
         plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
@@ -127,7 +137,6 @@ pub(super) fn plan(
             }
         }
     }
-    plan.base = Some(data);
     plan.verdict = Verdict::Applied(Box::new(applied));
     plan
 }
@@ -246,7 +255,6 @@ fn inject(
         resource_version: v.resource_version.clone(),
         write: decided.write,
         marker: applied.hash.clone(),
-        forget: Vec::new(),
     }))
 }
 

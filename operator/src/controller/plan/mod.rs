@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
@@ -104,7 +104,7 @@ pub struct Inputs<'a> {
     pub credentials: Option<&'a Result<ProxyUrls, CredentialError>>,
     pub secret: &'a Observed<SecretData>,
     pub config_map: &'a Observed<ConfigMapData>,
-    /// Every workload of the namespace, sorted by id.
+    /// Every workload of the namespace (in any order).
     pub workloads: &'a [WorkloadView],
     /// Writes to workloads the caches have not seen yet: the hash written, or [`CLEANED`].
     pub recent: &'a BTreeMap<WorkloadId, String>,
@@ -131,8 +131,6 @@ pub struct WorkloadWrite {
     pub write: Write,
     /// Remembered until the cache shows the write: the config hash, or [`CLEANED`].
     pub marker: String,
-    /// Managed Secret keys (remembered originals) to drop once this write succeeded.
-    pub forget: Vec<String>,
 }
 
 impl WorkloadWrite {
@@ -153,15 +151,14 @@ impl fmt::Debug for WorkloadWrite {
             .field("id", &self.id.to_string())
             .field("write", &kind)
             .field("marker", &self.marker)
-            .field("forget", &self.forget)
             .finish()
     }
 }
 
 /// What one reconcile does, in this order: add the finalizer, apply the managed objects,
-/// write the workloads (injections, then releases), drop forgotten originals, delete the
-/// managed objects, write status and Events, remove the finalizer. Deleting and removing
-/// the finalizer happen only when every workload write succeeded.
+/// write the workloads (injections, then releases), delete the managed objects, write status
+/// and Events, remove the finalizer. Deleting and removing the finalizer happen only when
+/// every workload write succeeded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub add_finalizer: bool,
@@ -174,8 +171,6 @@ pub struct Plan {
     verdict: Verdict,
     previous: EgressProxyPolicyStatus,
     generation: Option<i64>,
-    /// The Secret data the writes start from (for [`Plan::secret_after`]).
-    base: Option<SecretData>,
 }
 
 /// Why the policy cannot be applied now.
@@ -202,15 +197,24 @@ enum Verdict {
     Applied(Box<applied::Applied>),
 }
 
-/// Whether the executor must read the active credential slot for this policy.
-pub fn needs_credentials(policy: &EgressProxyPolicy, admitted: bool) -> bool {
-    active(policy, admitted)
+/// Whether the executor must read the active credential slot: only for a policy that is
+/// active and whose entries and facts are complete (they are reported first).
+pub fn needs_credentials(
+    policy: &EgressProxyPolicy,
+    admitted: bool,
+    cluster: &ClusterInputs,
+) -> bool {
+    active(policy, admitted) && intents(policy, cluster).1.is_ok()
 }
 
 /// Whether the executor must look up an object with the managed name that its caches (which
-/// hold only objects labelled managed-by) do not know: one of a user's would be taken over.
-pub fn needs_lookup<T>(policy: &EgressProxyPolicy, admitted: bool, o: &Observed<T>) -> bool {
-    active(policy, admitted) && o.meta.is_none() && o.data.is_none()
+/// hold only objects labelled managed-by) do not know, before the plan would write it: one
+/// of a user's would be taken over.
+pub fn needs_lookup<T>(
+    credentials: Option<&Result<ProxyUrls, CredentialError>>,
+    o: &Observed<T>,
+) -> bool {
+    matches!(credentials, Some(Ok(_))) && o.meta.is_none() && o.data.is_none()
 }
 
 fn active(policy: &EgressProxyPolicy, admitted: bool) -> bool {
@@ -231,7 +235,13 @@ pub fn managed_meta(policy: &EgressProxyPolicy) -> ObjectMeta {
             (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
             (POLICY_LABEL.to_owned(), policy.name_any()),
         ])),
-        owner_references: policy.controller_owner_ref(&()).map(|o| vec![o]),
+        // blockOwnerDeletion, so foreground deletion of the policy waits for them.
+        owner_references: policy.controller_owner_ref(&()).map(|o| {
+            vec![OwnerReference {
+                block_owner_deletion: Some(true),
+                ..o
+            }]
+        }),
         ..Default::default()
     }
 }
@@ -249,7 +259,6 @@ pub fn plan(i: &Inputs) -> Plan {
         verdict: Verdict::Suspended,
         previous: i.previous.clone(),
         generation: p.meta().generation,
-        base: i.secret.data.clone(),
     };
     if p.meta().deletion_timestamp.is_some() {
         return release_all(i, plan, Verdict::Deleting);
@@ -295,11 +304,14 @@ fn selector(p: &EgressProxyPolicy) -> Result<Selector, Blocker> {
     })
 }
 
-/// The discovered facts, and the NO_PROXY value and proxy URLs or why there are none.
-/// Entries are checked before discovery, discovery before credentials.
-fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Blocker>) {
-    let spec = &i.policy.spec;
-    let facts = discovery::discover(i.cluster);
+/// The discovered facts, and the NO_PROXY intents or why there are none: entries are
+/// checked before discovery.
+fn intents(
+    policy: &EgressProxyPolicy,
+    cluster: &ClusterInputs,
+) -> (DiscoveredFacts, Result<Vec<Intent>, Blocker>) {
+    let spec = &policy.spec;
+    let facts = discovery::discover(cluster);
     let found = discovery::policy_entries(&facts, &spec.no_proxy);
     // Discovery only produces entries that parse (`PolicyEntries::entries`).
     let mut intents: Vec<Intent> = found
@@ -329,6 +341,18 @@ fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Block
         };
         return (facts, Err(b));
     }
+    (facts, Ok(intents))
+}
+
+/// The discovered facts, and the NO_PROXY value and proxy URLs or why there are none.
+/// Entries come before discovery, discovery before credentials.
+fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Blocker>) {
+    let spec = &i.policy.spec;
+    let (facts, intents) = intents(i.policy, i.cluster);
+    let intents = match intents {
+        Ok(intents) => intents,
+        Err(b) => return (facts, Err(b)),
+    };
     let config = match i.credentials {
         Some(Ok(urls)) => Ok((
             render(spec.no_proxy.dialect, &IntentSet::new(intents)),
@@ -362,7 +386,9 @@ fn taken(kind: &str, p: &EgressProxyPolicy) -> Blocker {
 fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
     let data = i.secret.data.clone().unwrap_or_default();
     let own = own_names(i.policy);
-    for v in i.workloads {
+    let mut workloads: Vec<&WorkloadView> = i.workloads.iter().collect();
+    workloads.sort_by(|a, b| a.id.cmp(&b.id));
+    for v in workloads {
         if !workloads::has_entries(&v.template, &own) && !left_behind(i, v) {
             continue;
         }
@@ -402,9 +428,11 @@ fn release(
         return Ok(None);
     }
     let own = own_names(i.policy);
-    let originals = workloads::originals_of(&v.id, &v.template, &data.0);
-    let kept: Vec<_> = originals.iter().map(|(_, o)| o.clone()).collect();
-    let patch = workloads::cleanup_patch(&v.template, &own, &kept)
+    let originals: Vec<_> = workloads::originals_of(&v.id, &v.template, &data.0)
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    let patch = workloads::cleanup_patch(&v.template, &own, &originals)
         .map_err(|e| (v.id.clone(), e.to_string()))?;
     let Some(patch) = patch else {
         return Ok(None);
@@ -414,7 +442,6 @@ fn release(
         resource_version: v.resource_version.clone(),
         write: Write::Patch(patch),
         marker: CLEANED.into(),
-        forget: originals.into_iter().map(|(k, _)| k).collect(),
     }))
 }
 

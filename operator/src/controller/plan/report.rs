@@ -5,10 +5,11 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::applied::Applied;
-use super::{Blocker, Change, Plan, SecretData, Verdict};
+use super::{Blocker, Change, Plan, Verdict};
 use crate::api::reasons::{READY, RECONCILING, STALLED, event, reason};
 use crate::api::{EgressProxyPolicyStatus, UncoveredIntent, WorkloadCounts};
 use crate::controller::conditions::{self, Decided};
+use crate::controller::objects::Rollout;
 use crate::workloads::WorkloadId;
 
 /// At most this many workloads are named in status and messages.
@@ -122,11 +123,17 @@ impl Plan {
                 ),
             });
         }
-        // A release before the status change it causes; a rollout after it.
-        events.extend(removed);
         let (status, flip) = self.finish(status, &decided, now);
-        events.extend(flip);
-        events.extend(notes);
+        if matches!(self.verdict, Verdict::Applied(_)) {
+            // The status change first, then what was rolled and released.
+            events.extend(flip);
+            events.extend(notes);
+            events.extend(removed);
+        } else {
+            // The releases that led to the new status first.
+            events.extend(removed);
+            events.extend(flip);
+        }
         Report {
             status,
             events,
@@ -167,24 +174,6 @@ impl Plan {
             remove_finalizer: ok && self.remove_finalizer,
         }
     }
-
-    /// The managed Secret's data once the originals of successful releases are dropped,
-    /// when that changes it.
-    pub fn secret_after(&self, failed: &[(WorkloadId, String)]) -> Option<SecretData> {
-        if !matches!(self.verdict, Verdict::Applied(_)) {
-            return None;
-        }
-        let mut data = self.base.clone()?;
-        let before = data.0.len();
-        for w in &self.writes {
-            if !failed.iter().any(|(id, _)| *id == w.id) {
-                for k in &w.forget {
-                    data.0.remove(k);
-                }
-            }
-        }
-        (data.0.len() != before).then_some(data)
-    }
 }
 
 fn applied_status(
@@ -198,7 +187,7 @@ fn applied_status(
     let mut up_to_date = 0;
     for m in &a.mine {
         let id = m.id.to_string();
-        if !m.needs_write && m.rollout == crate::controller::objects::Rollout::RolledOut {
+        if !m.needs_write && m.rollout == Rollout::RolledOut {
             up_to_date += 1;
             continue;
         }
@@ -243,10 +232,17 @@ fn applied_status(
         conflicts: &a.conflicts,
         failures: &failures,
     });
-    let requeue = if pending.is_empty() {
-        Requeue::Resync
-    } else {
+    // Stuck rollouts (paused, past their deadline, OnDelete) do not progress by themselves:
+    // their change wakes the policy.
+    let progressing = !a.paused
+        && (!a.held.is_empty()
+            || a.mine
+                .iter()
+                .any(|m| !m.rollout.stuck() && (m.needs_write || m.rollout != Rollout::RolledOut)));
+    let requeue = if progressing {
         Requeue::Soon
+    } else {
+        Requeue::Resync
     };
     (status, decided, requeue)
 }

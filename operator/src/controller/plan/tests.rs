@@ -160,9 +160,6 @@ impl World {
             Change::Delete => self.secret = Observed::default(),
             Change::Keep => {}
         }
-        if let Some(d) = p.secret_after(&[]) {
-            self.secret.data = Some(d);
-        }
         match &p.config_map {
             Change::Apply(d) => {
                 self.config_map = observed(d.clone(), managed_meta(&self.policy));
@@ -379,9 +376,12 @@ fn settling_reports_ready_once() {
 }
 
 #[test]
-fn the_plan_is_deterministic() {
+fn workloads_are_planned_in_id_order_whatever_the_cache_order() {
     let w = World::new(json!({}), vec![proxied("b"), proxied("a")]);
-    assert_eq!(w.plan(), w.plan());
+    assert_eq!(ids(&w.plan()), ["Deployment/a", "Deployment/b"]);
+    let mut reversed = World::new(json!({}), vec![proxied("a"), proxied("b")]);
+    reversed.new_key = w.new_key.clone();
+    assert_eq!(w.plan(), reversed.plan());
 }
 
 #[test]
@@ -412,15 +412,89 @@ fn a_credential_change_rolls_every_workload_once() {
 }
 
 #[test]
-fn a_managed_object_without_our_labels_is_applied_again() {
+fn a_managed_object_without_our_owner_or_labels_is_applied_again() {
     let mut w = World::new(json!({}), vec![]);
     w.settle();
     if let Some(m) = w.config_map.meta.as_mut() {
         m.owner_references = None;
     }
+    if let Some(m) = w.secret.meta.as_mut()
+        && let Some(l) = m.labels.as_mut()
+    {
+        l.remove(crate::credentials::MANAGED_BY_LABEL);
+    }
     let p = w.plan();
     assert!(matches!(p.config_map, Change::Apply(_)));
-    assert_eq!(p.secret, Change::Keep);
+    assert!(matches!(p.secret, Change::Apply(_)));
+    let owner = &managed_meta(&w.policy).owner_references.expect("owner")[0];
+    assert_eq!(
+        (
+            owner.uid.as_str(),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        ("uid-outbound", Some(true), Some(true))
+    );
+}
+
+#[test]
+fn lookups_and_credential_reads_happen_only_when_they_can_matter() {
+    let w = World::new(json!({}), vec![]);
+    let unknown: Observed<ConfigMapData> = Observed::default();
+    assert!(needs_lookup(w.credentials.as_ref(), &unknown));
+    assert!(
+        !needs_lookup(None, &unknown),
+        "credentials not read: nothing is written"
+    );
+    let bad: Result<ProxyUrls, CredentialError> =
+        Err(CredentialError::NotFound { secret: "x".into() });
+    assert!(!needs_lookup(Some(&bad), &unknown));
+    let known = observed(ConfigMapData::new(), ObjectMeta::default());
+    assert!(!needs_lookup(w.credentials.as_ref(), &known));
+    assert!(needs_credentials(&w.policy, true, &w.cluster));
+    assert!(
+        !needs_credentials(&w.policy, false, &w.cluster),
+        "not admitted"
+    );
+    let mut bad_entry = w.policy.clone();
+    bad_entry.spec.no_proxy.additional = vec!["a..b".into()];
+    assert!(
+        !needs_credentials(&bad_entry, true, &w.cluster),
+        "the entry is reported first"
+    );
+    let mut no_domain = w.cluster.clone();
+    no_domain.overrides.cluster_domain = None;
+    assert!(
+        !needs_credentials(&w.policy, true, &no_domain),
+        "the missing fact first"
+    );
+}
+
+#[test]
+fn no_credential_reaches_status_or_events() {
+    let mut w = World::new(json!({"existingEnv": "Override"}), own_proxy());
+    let mut reports = Vec::new();
+    reports.push(w.settle().report(&[], &now()));
+    w.credentials = Some(urls("http://u:Sentinel9Pw@proxy.corp.example:3128"));
+    let p = w.plan();
+    let failed = [(p.writes[0].id.clone(), "500 InternalError: boom".to_owned())];
+    reports.push(p.report(&failed, &now()));
+    reports.push(p.report(&[], &now()));
+    w.workload("api").labels.clear();
+    reports.push(w.plan().report(&[], &now()));
+    w.credentials = Some(Err(CredentialError::InvalidProxyUrl {
+        secret: "team-a/egress-proxy".into(),
+        key: "httpProxy".into(),
+        reason: "bad port".into(),
+    }));
+    reports.push(w.plan().report(&[], &now()));
+    for r in reports {
+        let status = serde_json::to_string(&r.status).unwrap_or_default();
+        let text = format!("{:?}{status}", r.events);
+        for secret in ["Sentinel9Pw", ":pw@", "own:3128"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
 }
 
 // --- the rollout budget ---
@@ -497,11 +571,16 @@ fn a_write_the_cache_has_not_seen_is_not_repeated_and_holds_its_slot() {
 }
 
 #[test]
-fn paused_writes_nothing_and_says_so() {
-    let w = World::new(json!({"rollout": {"paused": true}}), vec![proxied("api")]);
+fn paused_writes_nothing_but_the_finalizer_and_says_so() {
+    let mut w = World::new(json!({"rollout": {"paused": true}}), vec![proxied("api")]);
+    w.policy.metadata.finalizers = None;
     let p = w.plan();
     assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
-    assert!(p.writes.is_empty() && !p.add_finalizer);
+    assert!(p.writes.is_empty());
+    assert!(
+        p.add_finalizer,
+        "the workloads may carry entries from before the pause"
+    );
     let r = p.report(&[], &now());
     assert_eq!(ready(&r), ("False".into(), reason::ROLLOUT_PAUSED.into()));
 }
@@ -512,6 +591,7 @@ fn on_delete_workloads_are_pending_with_a_note() {
     w.settle();
     w.workload("api").rollout = Rollout::WaitingForManualRestart;
     let r = w.plan().report(&[], &now());
+    assert_eq!(r.requeue, Requeue::Resync, "nothing progresses by itself");
     let s = r.status.expect("status");
     assert_eq!(
         s.workloads.expect("w").pending,
@@ -649,48 +729,68 @@ fn keep_leaves_the_containers_own_pair_and_reports_it() {
     assert_eq!(ready(&r), ("False".into(), reason::ENV_CONFLICT.into()));
 }
 
+fn restores(p: &Plan, value: &str) -> bool {
+    let Write::Patch(body) = &p.writes[0].write else {
+        return false;
+    };
+    let env = &body["spec"]["template"]["spec"]["containers"][0]["env"];
+    env.as_array()
+        .into_iter()
+        .flatten()
+        .any(|e| e["name"] == "HTTP_PROXY" && e["value"] == value)
+}
+
+const ORIGINAL: &str = "original.Deployment.team-a.api.app.HTTP_PROXY";
+
+fn secret_keys(p: &Plan, w: &World) -> Vec<String> {
+    let data = match &p.secret {
+        Change::Apply(d) => d.clone(),
+        _ => w.secret.data.clone().unwrap_or_default(),
+    };
+    data.0.keys().cloned().collect()
+}
+
 #[test]
 fn override_replaces_and_remembers_the_original_then_restores_it() {
     let mut w = World::new(json!({"existingEnv": "Override"}), own_proxy());
     let p = w.plan();
     assert!(matches!(p.writes[0].write, Write::Patch(_)));
-    let Change::Apply(data) = &p.secret else {
-        panic!("secret")
-    };
-    let key = "original.Deployment.team-a.api.app.HTTP_PROXY";
-    assert!(data.0.contains_key(key), "{data:?}");
+    assert!(secret_keys(&p, &w).contains(&ORIGINAL.to_owned()));
     w.settle();
-    // Deselected: the original comes back and is then forgotten.
+    // Deselected: the original comes back...
     w.workload("api").labels.clear();
     let p = w.plan();
     assert_eq!(ids(&p), ["Deployment/api"]);
-    assert_eq!(p.writes[0].forget, [key]);
-    let Write::Patch(body) = &p.writes[0].write else {
-        panic!("patch")
-    };
-    let env = &body["spec"]["template"]["spec"]["containers"][0]["env"];
-    assert!(
-        env.as_array()
-            .expect("env")
-            .iter()
-            .any(|e| e["name"] == "HTTP_PROXY" && e["value"] == "http://own:3128"),
-        "{env}"
+    assert!(restores(&p, "http://own:3128"));
+    assert_eq!(
+        p.secret,
+        Change::Keep,
+        "kept until the cache shows the release"
     );
-    let after = p.secret_after(&[]).expect("originals dropped");
-    assert!(!after.0.contains_key(key));
+    // ...and is forgotten once the cache shows the release.
+    w.settle();
+    assert_eq!(env_names(&w.workloads[0], "app"), ["HTTP_PROXY"]);
+    let p = w.plan();
+    assert!(p.writes.is_empty());
+    assert!(!secret_keys(&p, &w).contains(&ORIGINAL.to_owned()));
+    assert!(matches!(p.secret, Change::Apply(_)));
 }
 
 #[test]
-fn a_failed_release_keeps_the_originals() {
+fn a_failed_or_unseen_release_keeps_the_originals_and_restores_again() {
     let mut w = World::new(json!({"existingEnv": "Override"}), own_proxy());
     w.settle();
     w.workload("api").labels.clear();
     let p = w.plan();
     let failed = [(p.writes[0].id.clone(), "422 Invalid: no".to_owned())];
-    assert_eq!(p.secret_after(&failed), None);
     let r = p.report(&failed, &now());
     assert_eq!(ready(&r).1, reason::WORKLOAD_UPDATE_FAILED);
     assert!(events(&r).iter().all(|(_, r)| r != "ConfigRemoved"));
+    // The retry, or a cache that still shows our entries after the memory of the write is
+    // gone: the same restore, never a delete of the container's own value.
+    let again = w.plan();
+    assert!(restores(&again, "http://own:3128"));
+    assert!(secret_keys(&again, &w).contains(&ORIGINAL.to_owned()));
 }
 
 // --- selection, release, overlap, handover ---
