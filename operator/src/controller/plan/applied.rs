@@ -64,24 +64,7 @@ pub(super) fn plan(
 ) -> Plan {
     let spec = &i.policy.spec;
     let own = own_names(i.policy);
-    let mut data = i.secret.data.clone().unwrap_or_default();
-    let key = match data.0.get(HASH_KEY) {
-        Some(k) if k.0.len() >= 16 => k.0.clone(),
-        _ => i.new_key.to_vec(),
-    };
-    let hash = workloads::hash::config_hash(
-        &key,
-        &urls.http_proxy,
-        &urls.https_proxy,
-        &rendered.value,
-        &own,
-        &own,
-    );
-    data.0.insert(HASH_KEY.into(), ByteString(key));
-    data.0.insert("HTTP_PROXY".into(), bytes(&urls.http_proxy));
-    data.0
-        .insert("HTTPS_PROXY".into(), bytes(&urls.https_proxy));
-
+    let (mut data, hash) = keyed(i, urls, &rendered.value);
     let mut applied = Applied {
         rendered,
         facts,
@@ -139,6 +122,23 @@ pub(super) fn plan(
     }
     plan.verdict = Verdict::Applied(Box::new(applied));
     plan
+}
+
+/// The managed Secret's data with the hash key (kept, or the new one) and the proxy URLs,
+/// and the config hash.
+fn keyed(i: &Inputs, urls: &ProxyUrls, no_proxy: &str) -> (SecretData, String) {
+    let own = own_names(i.policy);
+    let mut data = i.secret.data.clone().unwrap_or_default();
+    let key = match data.0.get(HASH_KEY) {
+        Some(k) if k.0.len() >= 16 => k.0.clone(),
+        _ => i.new_key.to_vec(),
+    };
+    let (http, https) = (&urls.http_proxy, &urls.https_proxy);
+    let hash = workloads::hash::config_hash(&key, http, https, no_proxy, &own, &own);
+    data.0.insert(HASH_KEY.into(), ByteString(key));
+    data.0.insert("HTTP_PROXY".into(), bytes(http));
+    data.0.insert("HTTPS_PROXY".into(), bytes(https));
+    (data, hash)
 }
 
 fn bytes(s: &str) -> ByteString {

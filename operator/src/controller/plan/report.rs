@@ -61,23 +61,9 @@ impl Plan {
     /// The status, Events and requeue, given the writes that failed (id, message).
     pub fn report(&self, failed: &[(WorkloadId, String)], now: &Time) -> Report {
         let failed = &self.failures(failed);
-        let failed_ids: BTreeSet<&WorkloadId> = failed.iter().map(|(id, _)| id).collect();
-        let done = |release: bool| -> Vec<String> {
-            self.writes
-                .iter()
-                .filter(|w| w.is_release() == release && !failed_ids.contains(&w.id))
-                .map(|w| w.id.to_string())
-                .collect()
-        };
-        let (applied, restored) = (done(false), done(true));
-        let removed = (!restored.is_empty()).then(|| Note {
-            warning: false,
-            reason: event::CONFIG_REMOVED.into(),
-            message: format!(
-                "removed the proxy settings from {} workload(s): {}",
-                restored.len(),
-                list(&restored)
-            ),
+        let (applied, restored) = (self.done(failed, false), self.done(failed, true));
+        let removed = note(event::CONFIG_REMOVED, &restored, |n| {
+            format!("removed the proxy settings from {n} workload(s)")
         });
         let (status, decided, requeue) = match &self.verdict {
             Verdict::Deleting => {
@@ -107,27 +93,14 @@ impl Plan {
             }
             Verdict::Applied(a) => applied_status(&self.previous, a, &applied, failed),
         };
-        let mut events = Vec::new();
-        let mut notes = Vec::new();
-        if let Verdict::Applied(a) = &self.verdict
-            && !applied.is_empty()
-        {
-            notes.push(Note {
-                warning: false,
-                reason: event::CONFIG_APPLIED.into(),
-                message: format!(
-                    "rolling {} workload(s) to config {}: {}",
-                    applied.len(),
-                    a.hash,
-                    list(&applied)
-                ),
-            });
-        }
         let (status, flip) = self.finish(status, &decided, now);
-        if matches!(self.verdict, Verdict::Applied(_)) {
+        let mut events = Vec::new();
+        if let Verdict::Applied(a) = &self.verdict {
             // The status change first, then what was rolled and released.
             events.extend(flip);
-            events.extend(notes);
+            events.extend(note(event::CONFIG_APPLIED, &applied, |n| {
+                format!("rolling {n} workload(s) to config {}", a.hash)
+            }));
             events.extend(removed);
         } else {
             // The releases that led to the new status first.
@@ -139,6 +112,16 @@ impl Plan {
             events,
             requeue,
         }
+    }
+
+    /// The workloads whose injection (or release) succeeded.
+    fn done(&self, failed: &[(WorkloadId, String)], release: bool) -> Vec<String> {
+        self.writes
+            .iter()
+            .filter(|w| w.is_release() == release)
+            .filter(|w| !failed.iter().any(|(id, _)| *id == w.id))
+            .map(|w| w.id.to_string())
+            .collect()
     }
 
     /// The status with its conditions, if it changed, and the Event of a Ready flip.
@@ -377,6 +360,15 @@ fn decide(o: &Outcome) -> Vec<Decided> {
         reconciling,
         stalled,
     ]
+}
+
+/// A Normal Event naming `workloads`, if there are any.
+fn note(reason: &str, workloads: &[String], what: impl Fn(usize) -> String) -> Option<Note> {
+    (!workloads.is_empty()).then(|| Note {
+        warning: false,
+        reason: reason.into(),
+        message: format!("{}: {}", what(workloads.len()), list(workloads)),
+    })
 }
 
 /// The first few names, and how many more.
