@@ -1077,3 +1077,41 @@ fn pending_lists_are_bounded() {
         s.conditions[0].message
     );
 }
+
+#[test]
+fn a_node_joining_re_renders_once_and_rolls_every_workload() {
+    let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
+    w.cluster.nodes.push(NodeInputs {
+        name: "n2".into(),
+        pod_cidrs: vec!["10.42.1.0/24".into()],
+        internal_ips: vec!["192.168.1.11".into()],
+        provider_id: None,
+    });
+    let p = w.plan();
+    let Change::Apply(cm) = &p.config_map else {
+        panic!("NO_PROXY changes: {:?}", p.config_map)
+    };
+    // Both nodes' pod CIDRs and addresses, aggregated.
+    assert_eq!(
+        cm["NO_PROXY"],
+        "cluster.corp,localhost,svc,10.42.0.0/23,10.43.0.0/16,127.0.0.1,192.168.1.10/31,::1"
+    );
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    w.settle();
+    assert!(w.plan().writes.is_empty(), "once");
+}
+
+#[test]
+fn deleting_an_override_policy_restores_the_containers_own_values() {
+    let mut w = World::new(json!({"existingEnv": "Override"}), own_proxy());
+    w.settle();
+    w.policy.metadata.deletion_timestamp = Some(now());
+    w.credentials = None;
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    assert!(restores(&p, "http://own:3128"));
+    assert_eq!(p.secret, Change::Delete);
+    w.settle();
+    assert_eq!(env_names(&w.workloads[0], "app"), ["HTTP_PROXY"]);
+    assert_eq!(hash_of(&w.workloads[0]), None);
+}
