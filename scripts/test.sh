@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+started=$SECONDS
 cargo test --workspace --locked
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator
 EPO_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/egress-proxy-operator" bash tests/conformance/run.sh
+echo "test command: $((SECONDS - started)) s"

@@ -461,7 +461,7 @@ async fn bad_credentials_keep_the_last_good_configuration() {
     assert_eq!(stalled.status, "True");
 
     env.patch_policy("team-a", "outbound", json!({"spec": {"proxy": {"credentials": [{"name": "main", "secretRef": {"name": "gone"}}]}}})).await;
-    wait_reason(&env, "team-a", "outbound", "SecretNotFound").await;
+    wait_reason(&env, "team-a", "outbound", "SecretNotAvailable").await;
 
     Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
         .create(
@@ -478,7 +478,7 @@ async fn bad_credentials_keep_the_last_good_configuration() {
         .await
         .unwrap();
     env.patch_policy("team-a", "outbound", json!({"spec": {"proxy": {"credentials": [{"name": "main", "secretRef": {"name": "shared", "namespace": "proxy-system"}}]}}})).await;
-    wait_reason(&env, "team-a", "outbound", "SecretNotGranted").await;
+    wait_reason(&env, "team-a", "outbound", "SecretNotAvailable").await;
     settle().await;
     assert_eq!(
         env.count("patch", "deployments"),
@@ -1315,6 +1315,108 @@ spec:
     assert!(
         originals.is_empty(),
         "another policy's entries were remembered as originals: {originals:?}"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withdrawn_grant_or_a_deleted_source_takes_the_credential_away() {
+    let shared = r#"
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: proxy-system}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: shared
+  namespace: proxy-system
+  annotations: {egressproxy.io/allowed-namespaces: team-a}
+stringData:
+  httpProxy: http://shared:Withdrawn5ecret@proxy.corp.example:3128
+  httpsProxy: http://shared:Withdrawn5ecret@proxy.corp.example:3128
+"#;
+    let base = BASE.replace(
+        "credentials: [{name: main, secretRef: {name: egress-proxy}}]",
+        "credentials: [{name: main, secretRef: {name: shared, namespace: proxy-system}}]",
+    );
+    let env = Env::new(&format!("{base}{shared}")).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let managed = || async {
+        Api::<Secret>::namespaced(env.client.clone(), "team-a")
+            .get("egress-proxy-outbound")
+            .await
+            .expect("managed Secret")
+    };
+    assert!(managed().await.data.unwrap().contains_key("HTTP_PROXY"));
+
+    // The owner of the shared Secret withdraws the grant.
+    let sources = Api::<Secret>::namespaced(env.client.clone(), "proxy-system");
+    sources
+        .patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"egressproxy.io/allowed-namespaces": "team-b"}}})),
+        )
+        .await
+        .unwrap();
+    let p = wait_reason(&env, "team-a", "outbound", "SecretNotAvailable").await;
+    assert!(
+        ready_message(&p).contains("released"),
+        "{}",
+        ready_message(&p)
+    );
+    let api = eventually("released", || async {
+        let d = env.deployment("team-a", "api").await;
+        hash(&d).is_none().then_some(d)
+    })
+    .await;
+    let names: Vec<_> = container(&api, "api")
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(names, ["LOG_LEVEL"]);
+    let data = managed().await.data.unwrap_or_default();
+    assert!(
+        !data.contains_key("HTTP_PROXY") && !data.contains_key("HTTPS_PROXY"),
+        "the copy of the credential is gone: {:?}",
+        data.keys().collect::<Vec<_>>()
+    );
+
+    // Granted again: injected again.
+    sources
+        .patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"egressproxy.io/allowed-namespaces": "team-b,team-a"}}})),
+        )
+        .await
+        .unwrap();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    assert!(hash(&env.deployment("team-a", "api").await).is_some());
+
+    // The source is deleted: the same.
+    sources
+        .delete("shared", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_reason(&env, "team-a", "outbound", "SecretNotAvailable").await;
+    eventually("released after the deletion", || async {
+        hash(&env.deployment("team-a", "api").await)
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !managed()
+            .await
+            .data
+            .unwrap_or_default()
+            .contains_key("HTTP_PROXY")
     );
     op.stop().await;
 }

@@ -176,7 +176,7 @@ spec:
         json!({"spec": {"proxy": {"active": "b"}}}),
     )
     .await;
-    wait_reason(&env, "team-s", "outbound", "SecretNotGranted").await;
+    wait_reason(&env, "team-s", "outbound", "SecretNotAvailable").await;
     env.patch_policy(
         "team-s",
         "outbound",

@@ -19,8 +19,9 @@ pub mod reason {
     pub const ENV_CONFLICT: &str = "EnvConflict";
     pub const POLICY_OVERLAP: &str = "PolicyOverlap";
     pub const WORKLOAD_UPDATE_FAILED: &str = "WorkloadUpdateFailed";
-    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
-    pub const SECRET_NOT_GRANTED: &str = "SecretNotGranted";
+    /// The active slot's Secret is missing or not granted (one reason for both). When it
+    /// is the Secret the workloads' credential came from, the credential is withdrawn.
+    pub const SECRET_NOT_AVAILABLE: &str = "SecretNotAvailable";
     pub const SECRET_INVALID: &str = "SecretInvalid";
     pub const INVALID_PROXY_URL: &str = "InvalidProxyURL";
     pub const INVALID_NO_PROXY_ENTRY: &str = "InvalidNoProxyEntry";

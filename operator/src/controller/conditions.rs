@@ -84,7 +84,7 @@ mod tests {
         };
         let first = build(
             &[],
-            &[d(false, reason::SECRET_NOT_FOUND)],
+            &[d(false, reason::SECRET_NOT_AVAILABLE)],
             Some(1),
             &t("2026-01-01T00:00:00Z"),
         );

@@ -239,11 +239,8 @@ impl Executor {
     async fn credentials(&self) -> Result<Result<ProxyUrls, CredentialError>, Error> {
         let proxy = &self.policy.spec.proxy;
         let Some(slot) = proxy.credentials.iter().find(|c| c.name == proxy.active) else {
-            return Ok(Err(CredentialError::NotFound {
-                secret: format!(
-                    "(spec.proxy.active {:?} names no credential slot)",
-                    proxy.active
-                ),
+            return Ok(Err(CredentialError::NoSlot {
+                active: proxy.active.clone(),
             }));
         };
         let sns = slot.secret_ref.namespace.as_deref().unwrap_or(&self.ns);
@@ -254,7 +251,10 @@ impl Executor {
             .await
             .map_err(Error::kube("reading Secret", &shown))?;
         let Some(secret) = secret else {
-            return Ok(Err(CredentialError::NotFound { secret: shown }));
+            return Ok(Err(CredentialError::NotAvailable {
+                secret: shown,
+                namespace: self.ns.clone(),
+            }));
         };
         let annotations = secret.metadata.annotations.as_ref();
         if let Err(e) = credentials::check_grant(sns, sname, annotations, &self.ns) {

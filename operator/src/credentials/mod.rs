@@ -92,7 +92,7 @@ pub fn check_grant(
     if granted {
         Ok(())
     } else {
-        Err(CredentialError::NotGranted {
+        Err(CredentialError::NotAvailable {
             secret: format!("{secret_namespace}/{secret_name}"),
             namespace: policy_namespace.to_owned(),
         })
@@ -179,13 +179,15 @@ pub fn parse_source(
 /// Why a credential slot cannot be used. Messages never contain a credential value.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum CredentialError {
-    #[error("Secret {secret} not found")]
-    NotFound { secret: String },
+    /// Missing, or not granted: one message for both, so that status does not tell whether
+    /// another namespace has a Secret of that name.
     #[error(
-        "Secret {secret} does not grant namespace {namespace}: its annotation \
-         {ALLOWED_NAMESPACES} must list {namespace} (or be \"*\")"
+        "Secret {secret} is not available to namespace {namespace}: it does not exist, or it is \
+         in another namespace and its annotation {ALLOWED_NAMESPACES} does not list {namespace}"
     )]
-    NotGranted { secret: String, namespace: String },
+    NotAvailable { secret: String, namespace: String },
+    #[error("spec.proxy.active {active:?} names no credential slot")]
+    NoSlot { active: String },
     #[error(
         "Secret {secret} has no key {key} (it needs the keys httpProxy and httpsProxy, \
          each a proxy URL)"
@@ -202,11 +204,18 @@ pub enum CredentialError {
 }
 
 impl CredentialError {
+    /// The Secret was deleted or its grant withdrawn: unlike a malformed value, this takes
+    /// the credential away from the workloads.
+    pub fn withdrawn(&self) -> bool {
+        matches!(self, CredentialError::NotAvailable { .. })
+    }
+
     /// The condition reason for this error.
     pub fn reason(&self) -> &'static str {
         match self {
-            CredentialError::NotFound { .. } => reason::SECRET_NOT_FOUND,
-            CredentialError::NotGranted { .. } => reason::SECRET_NOT_GRANTED,
+            CredentialError::NotAvailable { .. } | CredentialError::NoSlot { .. } => {
+                reason::SECRET_NOT_AVAILABLE
+            }
             CredentialError::MissingKey { .. } | CredentialError::NotUtf8 { .. } => {
                 reason::SECRET_INVALID
             }
@@ -272,12 +281,13 @@ mod tests {
         let err = check_grant("shared", "proxy", None, "team-a").unwrap_err();
         assert_eq!(
             err,
-            CredentialError::NotGranted {
+            CredentialError::NotAvailable {
                 secret: "shared/proxy".into(),
                 namespace: "team-a".into()
             }
         );
-        assert_eq!(err.reason(), "SecretNotGranted");
+        assert_eq!(err.reason(), "SecretNotAvailable");
+        assert!(err.withdrawn());
         assert!(err.to_string().contains("shared/proxy"));
         assert!(err.to_string().contains(ALLOWED_NAMESPACES));
 
@@ -333,12 +343,16 @@ mod tests {
             }
         );
         assert_eq!(err.reason(), "SecretInvalid");
+        assert!(!err.withdrawn(), "a malformed value is not a withdrawal");
+        let missing = CredentialError::NotAvailable {
+            secret: "a/b".into(),
+            namespace: "team-a".into(),
+        };
+        let ungranted = check_grant("a", "b", None, "team-a").unwrap_err();
         assert_eq!(
-            CredentialError::NotFound {
-                secret: "a/b".into()
-            }
-            .reason(),
-            "SecretNotFound"
+            missing.to_string(),
+            ungranted.to_string(),
+            "no existence oracle"
         );
     }
 

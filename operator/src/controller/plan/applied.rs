@@ -7,8 +7,9 @@ use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
 use super::{
-    Change, ConfigMapData, FINALIZER, HASH_KEY, Inputs, Plan, SecretData, Unwritable, Verdict,
-    WorkloadWrite, labelled_for, left_behind, managed_meta, own_names, release, selects_with,
+    Change, ConfigMapData, FINALIZER, HASH_KEY, Inputs, Plan, SOURCE_KEY, SecretData, Unwritable,
+    Verdict, WorkloadWrite, active_source, labelled_for, left_behind, managed_meta, own_names,
+    release, selects_with,
 };
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::controller::objects::{Rollout, WorkloadView};
@@ -138,6 +139,9 @@ fn keyed(i: &Inputs, urls: &ProxyUrls, no_proxy: &str) -> (SecretData, String) {
     data.0.insert(HASH_KEY.into(), ByteString(key));
     data.0.insert("HTTP_PROXY".into(), bytes(http));
     data.0.insert("HTTPS_PROXY".into(), bytes(https));
+    if let Some(source) = active_source(i.policy) {
+        data.0.insert(SOURCE_KEY.into(), bytes(&source));
+    }
     (data, hash)
 }
 

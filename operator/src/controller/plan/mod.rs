@@ -39,6 +39,10 @@ use crate::workloads::{self, WorkloadId, Write};
 
 /// Secret data key of the config-hash key.
 pub const HASH_KEY: &str = "hash-key";
+/// Secret data key naming the source Secret (`namespace/name`) of the credential it holds.
+pub const SOURCE_KEY: &str = "source-secret";
+/// Secret data keys holding the credential.
+pub const CREDENTIAL_KEYS: [&str; 2] = ["HTTP_PROXY", "HTTPS_PROXY"];
 /// What is remembered for a release write until the cache shows it.
 pub const CLEANED: &str = "cleaned";
 
@@ -178,6 +182,8 @@ pub struct Plan {
 pub struct Blocker {
     pub reason: &'static str,
     pub message: String,
+    /// The source Secret is gone or no longer granted (not merely malformed).
+    pub withdrawn: bool,
 }
 
 /// What the status will say.
@@ -191,6 +197,11 @@ enum Verdict {
         admission: String,
     },
     Blocked {
+        blocker: Blocker,
+        facts: Box<DiscoveredFacts>,
+    },
+    /// The credential's source was withdrawn: removed and released.
+    Revoked {
         blocker: Blocker,
         facts: Box<DiscoveredFacts>,
     },
@@ -286,6 +297,7 @@ pub fn plan(i: &Inputs) -> Plan {
         Ok((s, rendered, urls))
     });
     match checked {
+        Err(blocker) if blocker.withdrawn && source_in_use(i) => revoke(i, plan, blocker, facts),
         Err(blocker) => {
             plan.verdict = Verdict::Blocked {
                 blocker,
@@ -301,6 +313,7 @@ fn selector(p: &EgressProxyPolicy) -> Result<Selector, Blocker> {
     Selector::try_from(p.spec.workload_selector.clone()).map_err(|e| Blocker {
         reason: reason::INVALID_SELECTOR,
         message: format!("spec.workloadSelector: {e}"),
+        withdrawn: false,
     })
 }
 
@@ -326,6 +339,7 @@ fn intents(
                 let b = Blocker {
                     reason: reason::INVALID_NO_PROXY_ENTRY,
                     message: format!("spec.noProxy.additional[{n}] {e:?}: {err}"),
+                    withdrawn: false,
                 };
                 return (facts, Err(b));
             }
@@ -338,6 +352,7 @@ fn intents(
                 "not found: {}. Set the fact in spec.noProxy (clusterDomain) or as an operator flag, or turn its discovery off in spec.noProxy.discover",
                 found.missing.join("; ")
             ),
+            withdrawn: false,
         };
         return (facts, Err(b));
     }
@@ -361,10 +376,12 @@ fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Block
         Some(Err(e)) => Err(Blocker {
             reason: e.reason(),
             message: e.to_string(),
+            withdrawn: e.withdrawn(),
         }),
         None => Err(Blocker {
-            reason: reason::SECRET_NOT_FOUND,
+            reason: reason::SECRET_NOT_AVAILABLE,
             message: "the credential Secret was not read".into(),
+            withdrawn: false,
         }),
     };
     (facts, config)
@@ -378,7 +395,55 @@ fn taken(kind: &str, p: &EgressProxyPolicy) -> Blocker {
         message: format!(
             "{kind} {ns}/{name} already exists and is not managed by this policy (label {POLICY_LABEL}); the operator will not take it over: rename the policy or that {kind}"
         ),
+        withdrawn: false,
     }
+}
+
+/// `namespace/name` of the active slot's Secret.
+pub(crate) fn active_source(p: &EgressProxyPolicy) -> Option<String> {
+    let proxy = &p.spec.proxy;
+    let slot = proxy.credentials.iter().find(|c| c.name == proxy.active)?;
+    let ns = slot
+        .secret_ref
+        .namespace
+        .clone()
+        .or_else(|| p.namespace())?;
+    Some(format!("{ns}/{}", slot.secret_ref.name))
+}
+
+/// Whether the unavailable active Secret is the one the managed credential came from (or
+/// nothing says otherwise). When the spec was changed to name another Secret that is not
+/// available, that is the team's own mistake: the workloads keep their configuration.
+fn source_in_use(i: &Inputs) -> bool {
+    let recorded = i.secret.data.as_ref().and_then(|d| d.0.get(SOURCE_KEY));
+    match recorded {
+        None => true,
+        Some(r) => Some(String::from_utf8_lossy(&r.0).into_owned()) == active_source(i.policy),
+    }
+}
+
+/// A withdrawn source: the credential leaves the managed Secret at once and every workload
+/// is released. The managed objects stay (the hash key, and the originals the releases
+/// restore), and so does the finalizer.
+fn revoke(i: &Inputs, plan: Plan, blocker: Blocker, facts: DiscoveredFacts) -> Plan {
+    let verdict = Verdict::Revoked {
+        blocker,
+        facts: Box::new(facts),
+    };
+    let mut plan = release_all(i, plan, verdict);
+    plan.secret = match &i.secret.data {
+        Some(d) if CREDENTIAL_KEYS.iter().any(|k| d.0.contains_key(*k)) => {
+            let mut stripped = d.clone();
+            for k in CREDENTIAL_KEYS.iter().chain([&SOURCE_KEY]) {
+                stripped.0.remove(*k);
+            }
+            Change::Apply(stripped)
+        }
+        _ => Change::Keep,
+    };
+    plan.config_map = Change::Keep;
+    plan.remove_finalizer = false;
+    plan
 }
 
 /// Deletion or a namespace that lost the opt-in: release every workload that carries what

@@ -91,6 +91,13 @@ impl Plan {
                 status.discovered = Some(facts.as_ref().clone());
                 (status, blocked_by(blocker), Requeue::Resync)
             }
+            Verdict::Revoked { blocker, facts } => {
+                let mut status = self.previous.clone();
+                status.discovered = Some(facts.as_ref().clone());
+                status.active_credential = None;
+                status.workloads = Some(WorkloadCounts::default());
+                (status, revoked(blocker), Requeue::Resync)
+            }
             Verdict::Applied(a) => applied_status(&self.previous, a, &applied, failed),
         };
         let (status, flip) = self.finish(status, &decided, now);
@@ -265,6 +272,18 @@ fn suspended() -> Vec<Decided> {
         ),
         cond(RECONCILING, false, reason::SUSPENDED, "suspended"),
         cond(STALLED, false, reason::SUSPENDED, "suspended"),
+    ]
+}
+
+fn revoked(b: &Blocker) -> Vec<Decided> {
+    let message = format!(
+        "{}; the credential was removed from the managed Secret and the workloads were released",
+        b.message
+    );
+    vec![
+        cond(READY, false, b.reason, message.clone()),
+        cond(RECONCILING, false, b.reason, "credential withdrawn"),
+        cond(STALLED, true, b.reason, message),
     ]
 }
 

@@ -297,7 +297,10 @@ fn a_new_policy_writes_its_managed_objects_then_injects() {
         panic!("secret {:?}", p.secret)
     };
     let keys: Vec<&str> = secret.0.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["HTTPS_PROXY", "HTTP_PROXY", "hash-key"]);
+    assert_eq!(
+        keys,
+        ["HTTPS_PROXY", "HTTP_PROXY", "hash-key", "source-secret"]
+    );
     assert_eq!(secret.0["hash-key"].0, KEY.to_vec());
     assert_eq!(
         p.config_map,
@@ -446,8 +449,7 @@ fn lookups_and_credential_reads_happen_only_when_they_can_matter() {
         !needs_lookup(None, &unknown),
         "credentials not read: nothing is written"
     );
-    let bad: Result<ProxyUrls, CredentialError> =
-        Err(CredentialError::NotFound { secret: "x".into() });
+    let bad: Result<ProxyUrls, CredentialError> = Err(unavailable("x/y"));
     assert!(!needs_lookup(Some(&bad), &unknown));
     let known = observed(ConfigMapData::new(), ObjectMeta::default());
     assert!(!needs_lookup(w.credentials.as_ref(), &known));
@@ -653,23 +655,17 @@ fn a_missing_fact_blocks_and_is_named() {
     assert_blocked(&w, reason::DISCOVERY_INCOMPLETE, "clusterDomain");
 }
 
+fn unavailable(secret: &str) -> CredentialError {
+    CredentialError::NotAvailable {
+        secret: secret.into(),
+        namespace: NS.into(),
+    }
+}
+
 #[test]
-fn credential_problems_block_with_their_reason() {
+fn a_malformed_credential_keeps_the_last_good_configuration() {
     let secret = "team-a/egress-proxy".to_owned();
     let cases = [
-        (
-            CredentialError::NotFound {
-                secret: secret.clone(),
-            },
-            reason::SECRET_NOT_FOUND,
-        ),
-        (
-            CredentialError::NotGranted {
-                secret: secret.clone(),
-                namespace: NS.into(),
-            },
-            reason::SECRET_NOT_GRANTED,
-        ),
         (
             CredentialError::InvalidProxyUrl {
                 secret: secret.clone(),
@@ -678,12 +674,78 @@ fn credential_problems_block_with_their_reason() {
             },
             reason::INVALID_PROXY_URL,
         ),
+        (
+            CredentialError::MissingKey {
+                secret: secret.clone(),
+                key: "httpsProxy".into(),
+            },
+            reason::SECRET_INVALID,
+        ),
     ];
     for (err, reason) in cases {
         let mut w = settled(json!({}));
         w.credentials = Some(Err(err));
         assert_blocked(&w, reason, &secret);
     }
+}
+
+#[test]
+fn a_spec_naming_an_unavailable_secret_keeps_the_credential_in_use() {
+    // The team points the slot at a Secret it may not use: its own mistake.
+    let mut w = settled(json!({}));
+    w.policy.spec.proxy.credentials[0].secret_ref.name = "typo".into();
+    w.credentials = Some(Err(unavailable("team-a/typo")));
+    assert_blocked(&w, reason::SECRET_NOT_AVAILABLE, "team-a/typo");
+}
+
+#[test]
+fn a_withdrawn_source_takes_the_credential_away_at_once() {
+    let mut w = settled(json!({}));
+    w.credentials = Some(Err(unavailable("team-a/egress-proxy")));
+    let p = w.plan();
+    let Change::Apply(stripped) = &p.secret else {
+        panic!("the credential leaves the managed Secret: {:?}", p.secret)
+    };
+    let keys: Vec<&str> = stripped.0.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["hash-key"]);
+    assert_eq!(p.config_map, Change::Keep);
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    assert!(p.writes[0].is_release());
+    assert!(!p.remove_finalizer && !p.add_finalizer);
+    let r = p.report(&[], &now());
+    assert_eq!(
+        ready(&r),
+        ("False".into(), reason::SECRET_NOT_AVAILABLE.into())
+    );
+    let s = r.status.clone().expect("status");
+    assert!(
+        s.conditions[0]
+            .message
+            .contains("the workloads were released")
+    );
+    assert_eq!(s.active_credential, None);
+    assert_eq!(
+        events(&r),
+        [
+            (false, "ConfigRemoved".into()),
+            (true, reason::SECRET_NOT_AVAILABLE.into())
+        ]
+    );
+    // Settled: nothing more to do, and nothing flips back.
+    w.settle();
+    let p = w.plan();
+    assert!(p.writes.is_empty() && p.secret == Change::Keep);
+    assert_eq!(p.report(&[], &now()).status, None);
+    // The grant comes back: injected again with the same hash key.
+    let before = w.secret.data.clone().expect("data").0["hash-key"].clone();
+    w.credentials = Some(urls(URL));
+    let p = w.plan();
+    assert_eq!(ids(&p), ["Deployment/api"]);
+    let Change::Apply(data) = &p.secret else {
+        panic!("credential back")
+    };
+    assert_eq!(data.0["hash-key"], before);
+    assert_eq!(data.0["source-secret"].0, b"team-a/egress-proxy".to_vec());
 }
 
 #[test]
