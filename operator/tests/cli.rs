@@ -178,6 +178,11 @@ fn credentials_never_appear_in_any_output() {
         format!("user:{SENTINEL}@proxy.corp.example:3128"),
         format!("http://user:{SENTINEL}@pro xy:31"),
         format!("http://{SENTINEL}@proxy:3128"),
+        // Unencoded spaces and @ in the password: still userinfo.
+        format!("http://user:{SENTINEL} word@proxy.corp.example:3128"),
+        format!("http://user:pw {SENTINEL}@proxy.corp.example:3128"),
+        format!("http://user:{SENTINEL}@x@proxy.corp.example:3128/"),
+        format!("http://tok {SENTINEL}@proxy:3128"),
     ];
     for proxy in &bad_urls {
         for output in ["text", "json"] {

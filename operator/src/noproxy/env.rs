@@ -101,13 +101,48 @@ pub fn redact(text: &str) -> String {
     out
 }
 
-/// Redacts a proxy value that may lack a scheme (`user:pw@proxy:3128`).
+/// Redacts one proxy value, well-formed or not (`user:pw@proxy:3128` without a scheme, a
+/// password with spaces or `@`): everything before the last `@` of the part before the
+/// first `/`, `?` or `#` is userinfo.
 pub fn redact_proxy(value: &str) -> String {
-    if value.contains("://") {
-        redact(value)
-    } else {
-        let r = redact(&format!("x://{value}"));
-        r.strip_prefix("x://").unwrap_or(&r).to_owned()
+    let (scheme, rest) = match value.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), value),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}{user}:***@{host}{tail}"),
+            None => format!("{scheme}***@{host}{tail}"),
+        },
+        None => value.to_owned(),
+    }
+}
+
+/// The variables that hold proxy URLs.
+pub const PROXY_URL_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+impl Env {
+    /// Each proxy variable's value that carries userinfo, with its redacted form, longest
+    /// first: text mentioning a value verbatim is redacted by replacing it.
+    pub fn proxy_secrets(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = PROXY_URL_VARS
+            .iter()
+            .filter_map(|v| self.vars.get(*v))
+            .filter(|v| redact_proxy(v) != **v)
+            .map(|v| (v.clone(), redact_proxy(v)))
+            .collect();
+        out.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        out.dedup();
+        out
     }
 }
 
@@ -125,6 +160,17 @@ mod tests {
         );
         assert_eq!(redact("http://h:3128"), "http://h:3128");
         assert_eq!(redact_proxy("u:secret@h:3128"), "u:***@h:3128");
+        // Malformed values too: a space, an unencoded @, a path.
+        assert_eq!(
+            redact_proxy("http://u:pw word@p:3128"),
+            "http://u:***@p:3128"
+        );
+        assert_eq!(
+            redact_proxy("http://u:p@w@p:3128/x"),
+            "http://u:***@p:3128/x"
+        );
+        assert_eq!(redact_proxy("http://tok en@p"), "http://***@p");
+        assert_eq!(redact_proxy("http://p:3128"), "http://p:3128");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct Explanation {
 pub struct Matcher {
     dialect: Dialect,
     models: Vec<(Dialect, Model)>,
+    /// Proxy values with userinfo and their redacted forms (see [`Env::proxy_secrets`]).
+    secrets: Vec<(String, String)>,
 }
 
 impl Matcher {
@@ -43,7 +45,21 @@ impl Matcher {
                 .filter_map(|d| Model::new(d, env).map(|m| (d, m)))
                 .collect(),
         };
-        Matcher { dialect, models }
+        Matcher {
+            dialect,
+            models,
+            secrets: env.proxy_secrets(),
+        }
+    }
+
+    /// `text` with every proxy value of the environment redacted, then any other
+    /// `scheme://user:pass@` in it.
+    fn hide(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (raw, redacted) in &self.secrets {
+            out = out.replace(raw.as_str(), redacted);
+        }
+        redact(&out)
     }
 
     /// The decision for one destination. For `portable`: the decision (and proxy, entry,
@@ -54,12 +70,12 @@ impl Matcher {
         let v = self.decide_verdict(target);
         Explanation {
             dialect: self.dialect,
-            url: redact(url),
+            url: self.hide(url),
             decision: v.decision,
             proxy: v.proxy.as_deref().map(redact_proxy),
-            matched: v.matched.as_deref().map(redact),
+            matched: v.matched.as_deref().map(|m| self.hide(m)),
             variable: v.variable.map(str::to_owned),
-            reason: redact(&v.reason),
+            reason: self.hide(&v.reason),
         }
     }
 
