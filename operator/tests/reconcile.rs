@@ -1420,3 +1420,48 @@ stringData:
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_no_process_can_start_with_and_a_lost_star_change_nothing() {
+    let env = Env::new(BASE).await;
+    let op = env.start();
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let good = env.deployment("team-a", "api").await;
+
+    // 700 schema-valid entries of about 200 characters: NO_PROXY over 131,072 bytes.
+    let label = "x".repeat(60);
+    let long: Vec<String> = (0..700)
+        .map(|i| format!("h{i:04}.{label}.{label}.{label}.corp.test"))
+        .collect();
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"noProxy": {"additional": long}}}),
+    )
+    .await;
+    let p = wait_reason(&env, "team-a", "outbound", "EnvironmentTooLarge").await;
+    assert!(
+        ready_message(&p).contains("MAX_ARG_STRLEN"),
+        "{}",
+        ready_message(&p)
+    );
+    assert_eq!(
+        template(&env.deployment("team-a", "api").await),
+        template(&good)
+    );
+
+    // `*` in a dialect that cannot say "everything direct".
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"noProxy": {"additional": [".corp.example", "*"], "dialect": "portable"}}}),
+    )
+    .await;
+    let p = wait_reason(&env, "team-a", "outbound", "InvalidNoProxyEntry").await;
+    assert!(ready_message(&p).contains("\"*\""), "{}", ready_message(&p));
+    assert_eq!(
+        template(&env.deployment("team-a", "api").await),
+        template(&good)
+    );
+    op.stop().await;
+}

@@ -26,6 +26,8 @@ pub mod reason {
     pub const INVALID_PROXY_URL: &str = "InvalidProxyURL";
     pub const INVALID_NO_PROXY_ENTRY: &str = "InvalidNoProxyEntry";
     pub const INVALID_SELECTOR: &str = "InvalidSelector";
+    /// NO_PROXY or the six variables together are too large for a process to start with.
+    pub const ENVIRONMENT_TOO_LARGE: &str = "EnvironmentTooLarge";
     pub const DISCOVERY_INCOMPLETE: &str = "DiscoveryIncomplete";
     pub const NAMESPACE_NOT_ENABLED: &str = "NamespaceNotEnabled";
     pub const MANAGED_OBJECT_CONFLICT: &str = "ManagedObjectConflict";

@@ -13,10 +13,23 @@ const SHAPE: &str = "a proxy URL is http(s)://[user:password@]host[:port]";
 const ENCODE: &str = "reserved characters must be percent-encoded (@ as %40, : in the user \
                       name as %3A, / as %2F, ? as %3F, # as %23, % as %25, [ ] as %5B %5D)";
 
+/// Longest proxy URL accepted, in bytes: far beyond a real one, and small next to the
+/// environment limits of a process.
+pub const MAX_URL: usize = 2048;
+/// DNS limits (RFC 1035): a name of at most 253 characters, labels of at most 63.
+const MAX_HOST: usize = 253;
+const MAX_LABEL: usize = 63;
+
 /// Checks a trimmed proxy URL; the error is a reason that never contains part of `value`.
 pub(super) fn validate(value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err("the value is empty".into());
+    }
+    if value.len() > MAX_URL {
+        return Err(format!(
+            "it is {} bytes long; at most {MAX_URL} are accepted",
+            value.len()
+        ));
     }
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(
@@ -157,6 +170,17 @@ fn check_hostport(hostport: &str) -> Result<(), String> {
         if host.is_empty() {
             return Err(format!("it has no host: {SHAPE}"));
         }
+        if host.len() > MAX_HOST {
+            return Err(format!(
+                "its host name is {} characters long; DNS allows at most {MAX_HOST}",
+                host.len()
+            ));
+        }
+        if host.split('.').any(|l| l.len() > MAX_LABEL) {
+            return Err(format!(
+                "a label of its host name is longer than the {MAX_LABEL} characters DNS allows"
+            ));
+        }
         let ok = host
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
@@ -209,6 +233,25 @@ mod tests {
 
     fn reason(value: &str) -> String {
         validate(value).expect_err(value)
+    }
+
+    #[test]
+    fn limits_length_host_and_labels() {
+        let label = "a".repeat(63);
+        let host = [label.as_str(); 3].join(".");
+        assert_eq!(validate(&format!("http://{host}:3128")), Ok(()));
+        let long_host = [label.as_str(); 5].join(".");
+        assert!(reason(&format!("http://{long_host}:3128")).contains("at most 253"));
+        let long_label = "a".repeat(64);
+        assert!(reason(&format!("http://{long_label}.corp:3128")).contains("63"));
+        let password = "p".repeat(200 * 1024);
+        let huge = format!("http://u:{password}@proxy:3128");
+        let r = reason(&huge);
+        assert!(
+            r.contains("at most 2048") && !r.contains("ppp"),
+            "{}",
+            &r[..80.min(r.len())]
+        );
     }
 
     #[test]

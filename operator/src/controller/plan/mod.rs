@@ -11,6 +11,7 @@
 //! and releases.
 
 mod applied;
+mod evaluate;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -33,8 +34,7 @@ use crate::api::{DiscoveredFacts, EgressProxyPolicy, EgressProxyPolicyStatus};
 use crate::credentials::{
     self, CredentialError, MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL, ProxyUrls,
 };
-use crate::discovery::{self, ClusterInputs};
-use crate::noproxy::{Intent, IntentSet, Rendered, render};
+use crate::discovery::ClusterInputs;
 use crate::workloads::{self, WorkloadId, Write};
 
 /// Secret data key of the config-hash key.
@@ -215,7 +215,7 @@ pub fn needs_credentials(
     admitted: bool,
     cluster: &ClusterInputs,
 ) -> bool {
-    active(policy, admitted) && intents(policy, cluster).1.is_ok()
+    active(policy, admitted) && evaluate::rendered(policy, cluster).1.is_ok()
 }
 
 /// Whether the executor must look up an object with the managed name that its caches (which
@@ -284,7 +284,7 @@ pub fn plan(i: &Inputs) -> Plan {
         };
         return release_all(i, plan, verdict);
     }
-    let (facts, config) = evaluate(i);
+    let (facts, config) = evaluate::evaluate(i);
     let name = p.name_any();
     let checked = selector(p).and_then(|s| {
         let (rendered, urls) = config?;
@@ -315,76 +315,6 @@ fn selector(p: &EgressProxyPolicy) -> Result<Selector, Blocker> {
         message: format!("spec.workloadSelector: {e}"),
         withdrawn: false,
     })
-}
-
-/// The discovered facts, and the NO_PROXY intents or why there are none: entries are
-/// checked before discovery.
-fn intents(
-    policy: &EgressProxyPolicy,
-    cluster: &ClusterInputs,
-) -> (DiscoveredFacts, Result<Vec<Intent>, Blocker>) {
-    let spec = &policy.spec;
-    let facts = discovery::discover(cluster);
-    let found = discovery::policy_entries(&facts, &spec.no_proxy);
-    // Discovery only produces entries that parse (`PolicyEntries::entries`).
-    let mut intents: Vec<Intent> = found
-        .entries
-        .iter()
-        .filter_map(|e| Intent::parse(e).ok())
-        .collect();
-    for (n, e) in spec.no_proxy.additional.iter().enumerate() {
-        match Intent::parse(e) {
-            Ok(intent) => intents.push(intent),
-            Err(err) => {
-                let b = Blocker {
-                    reason: reason::INVALID_NO_PROXY_ENTRY,
-                    message: format!("spec.noProxy.additional[{n}] {e:?}: {err}"),
-                    withdrawn: false,
-                };
-                return (facts, Err(b));
-            }
-        }
-    }
-    if !found.missing.is_empty() {
-        let b = Blocker {
-            reason: reason::DISCOVERY_INCOMPLETE,
-            message: format!(
-                "not found: {}. Set the fact in spec.noProxy (clusterDomain) or as an operator flag, or turn its discovery off in spec.noProxy.discover",
-                found.missing.join("; ")
-            ),
-            withdrawn: false,
-        };
-        return (facts, Err(b));
-    }
-    (facts, Ok(intents))
-}
-
-/// The discovered facts, and the NO_PROXY value and proxy URLs or why there are none.
-/// Entries come before discovery, discovery before credentials.
-fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Blocker>) {
-    let spec = &i.policy.spec;
-    let (facts, intents) = intents(i.policy, i.cluster);
-    let intents = match intents {
-        Ok(intents) => intents,
-        Err(b) => return (facts, Err(b)),
-    };
-    let config = match i.credentials {
-        Some(Ok(urls)) => Ok((
-            render(spec.no_proxy.dialect, &IntentSet::new(intents)),
-            urls.clone(),
-        )),
-        Some(Err(e)) => Err(Blocker {
-            reason: e.reason(),
-            message: e.to_string(),
-            withdrawn: e.withdrawn(),
-        }),
-        None => Err(Blocker {
-            reason: reason::SECRET_NOT_AVAILABLE,
-            message: "the credential Secret was not read".into(),
-            withdrawn: false,
-        }),
-    };
-    (facts, config)
 }
 
 fn taken(kind: &str, p: &EgressProxyPolicy) -> Blocker {

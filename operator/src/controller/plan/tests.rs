@@ -1177,3 +1177,49 @@ fn deleting_an_override_policy_restores_the_containers_own_values() {
     assert_eq!(env_names(&w.workloads[0], "app"), ["HTTP_PROXY"]);
     assert_eq!(hash_of(&w.workloads[0]), None);
 }
+
+// --- what a process can start with ---
+
+/// `n` distinct host entries of 19 bytes each (with the comma, 20 in NO_PROXY).
+fn hosts(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("h{i:06}.corp.example")).collect()
+}
+
+#[test]
+fn a_no_proxy_a_process_cannot_start_with_blocks_and_writes_nothing() {
+    let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
+    w.policy.spec.no_proxy.additional = hosts(7000);
+    assert_blocked(&w, reason::ENVIRONMENT_TOO_LARGE, "131071 bytes");
+}
+
+#[test]
+fn the_six_variables_together_stay_within_the_budget() {
+    let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
+    // NO_PROXY alone fits one environment string, but twice with two long proxy URLs not.
+    w.policy.spec.no_proxy.additional = hosts(6150);
+    let long = format!("http://u:{}@proxy.corp.example:3128", "p".repeat(2000));
+    w.credentials = Some(urls(&long));
+    assert_blocked(&w, reason::ENVIRONMENT_TOO_LARGE, "262144 bytes");
+    w.credentials = Some(urls(URL));
+    assert!(
+        matches!(w.plan().config_map, Change::Apply(_)),
+        "fits with a short URL"
+    );
+}
+
+#[test]
+fn everything_direct_is_written_where_the_dialect_can_say_it_and_refused_elsewhere() {
+    let mut w = settled(json!({}));
+    w.policy.spec.no_proxy.additional = vec![".corp.example".into(), "*".into()];
+    assert_blocked(
+        &w,
+        reason::INVALID_NO_PROXY_ENTRY,
+        "additional[1] \"*\" sends every host direct, and dialect portable cannot say so",
+    );
+    w.policy.spec.no_proxy.dialect = crate::noproxy::Dialect::Go;
+    let p = w.plan();
+    assert_eq!(
+        p.config_map,
+        Change::Apply(BTreeMap::from([("NO_PROXY".into(), "*".into())]))
+    );
+}

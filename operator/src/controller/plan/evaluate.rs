@@ -1,0 +1,153 @@
+//! The evaluation stage: the policy's entries, the discovered facts, the NO_PROXY value and
+//! what a process can start with, then the credentials. The first problem found blocks the
+//! policy, in that order.
+
+use super::{Blocker, Inputs};
+use crate::api::reasons::reason;
+use crate::api::{DiscoveredFacts, EgressProxyPolicy};
+use crate::credentials::ProxyUrls;
+use crate::discovery::{self, ClusterInputs};
+use crate::noproxy::{Intent, IntentSet, Rendered, render};
+
+/// Longest `NAME=value` string a process can receive, in bytes: Linux refuses an argument
+/// or environment string of `MAX_ARG_STRLEN` (131072) bytes or more with its terminating
+/// NUL, and the container does not start (execve fails with E2BIG).
+pub const MAX_ENV_STRING: usize = 131_071;
+
+/// What the six variables together may take, in bytes: a quarter of the 1 MiB that
+/// `ARG_MAX` leaves with a small (4 MiB) stack limit, so the container's own environment
+/// and arguments keep the rest.
+pub const ENV_BUDGET: usize = 262_144;
+
+/// The discovered facts, and the rendered NO_PROXY or why there is none.
+pub(super) fn rendered(
+    policy: &EgressProxyPolicy,
+    cluster: &ClusterInputs,
+) -> (DiscoveredFacts, Result<Rendered, Blocker>) {
+    let (facts, intents) = intents(policy, cluster);
+    let rendered = intents.and_then(|intents| {
+        let dialect = policy.spec.no_proxy.dialect;
+        let r = render(dialect, &IntentSet::new(intents));
+        everything_direct(policy, &r)?;
+        let size = "NO_PROXY=".len() + r.value.len();
+        if size > MAX_ENV_STRING {
+            return Err(blocker(
+                reason::ENVIRONMENT_TOO_LARGE,
+                format!(
+                    "NO_PROXY would be {size} bytes in dialect {}; a container cannot start \
+                     with an environment string over {MAX_ENV_STRING} bytes (Linux \
+                     MAX_ARG_STRLEN): list networks instead of hosts in \
+                     spec.noProxy.additional, or fewer entries",
+                    dialect.name()
+                ),
+            ));
+        }
+        Ok(r)
+    });
+    (facts, rendered)
+}
+
+/// The discovered facts, and the NO_PROXY value and proxy URLs or why there are none.
+pub(super) fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Blocker>) {
+    let (facts, rendered) = rendered(i.policy, i.cluster);
+    let config = rendered.and_then(|r| {
+        let urls = match i.credentials {
+            Some(Ok(urls)) => urls.clone(),
+            Some(Err(e)) => {
+                return Err(Blocker {
+                    reason: e.reason(),
+                    message: e.to_string(),
+                    withdrawn: e.withdrawn(),
+                });
+            }
+            None => {
+                let m = "the credential Secret was not read".into();
+                return Err(blocker(reason::SECRET_NOT_AVAILABLE, m));
+            }
+        };
+        within_budget(&r, &urls)?;
+        Ok((r, urls))
+    });
+    (facts, config)
+}
+
+/// The six variables together, as `NAME=value` strings, must fit [`ENV_BUDGET`].
+fn within_budget(r: &Rendered, urls: &ProxyUrls) -> Result<(), Blocker> {
+    let pair = |name: &str, value: &str| 2 * (name.len() + 1 + value.len());
+    let total = pair("NO_PROXY", &r.value)
+        + pair("HTTP_PROXY", &urls.http_proxy)
+        + pair("HTTPS_PROXY", &urls.https_proxy);
+    if total <= ENV_BUDGET {
+        return Ok(());
+    }
+    Err(blocker(
+        reason::ENVIRONMENT_TOO_LARGE,
+        format!(
+            "the six proxy variables would take {total} bytes of each container's \
+             environment; the operator keeps them within {ENV_BUDGET} bytes so that a \
+             container can still start: shorten NO_PROXY (spec.noProxy.additional)"
+        ),
+    ))
+}
+
+/// `*` sends every host direct. In a dialect that cannot say so, rendering would drop it
+/// and every other entry with it: refuse instead.
+fn everything_direct(policy: &EgressProxyPolicy, r: &Rendered) -> Result<(), Blocker> {
+    let Some(lost) = r.uncovered.iter().find(|u| u.entry == "*") else {
+        return Ok(());
+    };
+    let additional = &policy.spec.no_proxy.additional;
+    let at = additional.iter().position(|e| e.trim() == "*").unwrap_or(0);
+    Err(blocker(
+        reason::INVALID_NO_PROXY_ENTRY,
+        format!(
+            "spec.noProxy.additional[{at}] \"*\" sends every host direct, and dialect {} \
+             cannot say so ({}): set spec.noProxy.dialect to the workloads' client family, \
+             or remove \"*\"",
+            policy.spec.no_proxy.dialect.name(),
+            lost.reason
+        ),
+    ))
+}
+
+fn blocker(reason: &'static str, message: String) -> Blocker {
+    Blocker {
+        reason,
+        message,
+        withdrawn: false,
+    }
+}
+
+/// The discovered facts, and the NO_PROXY intents or why there are none: entries are
+/// checked before discovery.
+fn intents(
+    policy: &EgressProxyPolicy,
+    cluster: &ClusterInputs,
+) -> (DiscoveredFacts, Result<Vec<Intent>, Blocker>) {
+    let spec = &policy.spec;
+    let facts = discovery::discover(cluster);
+    let found = discovery::policy_entries(&facts, &spec.no_proxy);
+    // Discovery only produces entries that parse (`PolicyEntries::entries`).
+    let mut intents: Vec<Intent> = found
+        .entries
+        .iter()
+        .filter_map(|e| Intent::parse(e).ok())
+        .collect();
+    for (n, e) in spec.no_proxy.additional.iter().enumerate() {
+        match Intent::parse(e) {
+            Ok(intent) => intents.push(intent),
+            Err(err) => {
+                let m = format!("spec.noProxy.additional[{n}] {e:?}: {err}");
+                return (facts, Err(blocker(reason::INVALID_NO_PROXY_ENTRY, m)));
+            }
+        }
+    }
+    if !found.missing.is_empty() {
+        let m = format!(
+            "not found: {}. Set the fact in spec.noProxy (clusterDomain) or as an operator flag, or turn its discovery off in spec.noProxy.discover",
+            found.missing.join("; ")
+        );
+        return (facts, Err(blocker(reason::DISCOVERY_INCOMPLETE, m)));
+    }
+    (facts, Ok(intents))
+}
