@@ -1465,3 +1465,23 @@ async fn values_no_process_can_start_with_and_a_lost_star_change_nothing() {
     );
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_container_name_is_reported_and_restarts_nothing() {
+    let env = Env::new(&BASE.replace(
+        "  rollout: {maxConcurrent: 10}",
+        "  rollout: {maxConcurrent: 10}\n  containers: [ap]",
+    ))
+    .await;
+    let op = env.start();
+    let p = wait_reason(&env, "team-a", "outbound", "ContainerNotFound").await;
+    assert!(ready_message(&p).ends_with(": ap"), "{}", ready_message(&p));
+    settle().await;
+    assert_eq!(
+        env.count("patch", "deployments"),
+        0,
+        "no annotation-only write"
+    );
+    assert!(hash(&env.deployment("team-a", "api").await).is_none());
+    op.stop().await;
+}

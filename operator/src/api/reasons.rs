@@ -17,6 +17,8 @@ pub mod reason {
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
     pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
     pub const ENV_CONFLICT: &str = "EnvConflict";
+    /// A name in `spec.containers` matches no container of any selected workload.
+    pub const CONTAINER_NOT_FOUND: &str = "ContainerNotFound";
     pub const POLICY_OVERLAP: &str = "PolicyOverlap";
     pub const WORKLOAD_UPDATE_FAILED: &str = "WorkloadUpdateFailed";
     /// The active slot's Secret is missing or not granted (one reason for both). When it

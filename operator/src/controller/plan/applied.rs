@@ -33,6 +33,8 @@ pub(super) struct Applied {
     pub overlaps: Vec<String>,
     /// Variables kept under `existingEnv: Keep`.
     pub conflicts: Vec<String>,
+    /// Names in `spec.containers` that no managed workload has (a typo, most likely).
+    pub unknown_containers: Vec<String>,
 }
 
 /// One managed workload.
@@ -76,6 +78,7 @@ pub(super) fn plan(
         held: Vec::new(),
         overlaps: Vec::new(),
         conflicts: Vec::new(),
+        unknown_containers: Vec::new(),
     };
     let mut injections = Vec::new();
     let mut leaving = Vec::new();
@@ -107,6 +110,7 @@ pub(super) fn plan(
             Selection::NotSelected => {}
         }
     }
+    applied.unknown_containers = unknown_containers(i, selector);
     // The finalizer comes first, even while paused: workloads may already carry entries.
     plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
     if !applied.paused {
@@ -224,6 +228,20 @@ fn inject(
     let spec = &i.policy.spec;
     let own = own_names(i.policy);
     let names: Vec<String> = spec.containers.iter().map(|c| c.0.clone()).collect();
+    if !names.is_empty()
+        && !names.iter().any(|n| has_container(v, n))
+        && !workloads::has_entries(&v.template, &own)
+    {
+        // None of the named containers: nothing to inject, and no annotation-only write
+        // that would restart its Pods for nothing.
+        applied.mine.push(Managed {
+            id: v.id.clone(),
+            needs_write: false,
+            written: false,
+            rollout: v.rollout,
+        });
+        return Ok(None);
+    }
     let originals: Vec<Original> = workloads::originals_of(&v.id, &v.template, &data.0)
         .into_iter()
         .map(|(_, o)| o)
@@ -260,6 +278,31 @@ fn inject(
         write: decided.write,
         marker: applied.hash.clone(),
     }))
+}
+
+fn has_container(v: &WorkloadView, name: &str) -> bool {
+    let spec = v.template.spec.as_ref();
+    spec.is_some_and(|s| {
+        s.containers.iter().any(|c| c.name == name)
+            || s.init_containers.iter().flatten().any(|c| c.name == name)
+    })
+}
+
+/// The names in `spec.containers` that no workload this policy manages has.
+fn unknown_containers(i: &Inputs, selector: &Selector) -> Vec<String> {
+    let mine: Vec<&WorkloadView> = i
+        .workloads
+        .iter()
+        .filter(|v| matches!(selection(i, selector, v), Selection::Mine))
+        .collect();
+    if mine.is_empty() {
+        return Vec::new();
+    }
+    let names = i.policy.spec.containers.iter().map(|c| &c.0);
+    names
+        .filter(|n| !mine.iter().any(|v| has_container(v, n)))
+        .cloned()
+        .collect()
 }
 
 /// The injections that may start now: `maxConcurrent` minus the workloads already rolling

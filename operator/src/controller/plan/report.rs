@@ -219,6 +219,7 @@ fn applied_status(
         pending: &pending,
         paused: a.paused,
         overlaps: &a.overlaps,
+        unknown_containers: &a.unknown_containers,
         conflicts: &a.conflicts,
         failures: &failures,
     });
@@ -309,6 +310,7 @@ struct Outcome<'a> {
     pending: &'a [String],
     paused: bool,
     overlaps: &'a [String],
+    unknown_containers: &'a [String],
     conflicts: &'a [String],
     failures: &'a [String],
 }
@@ -325,6 +327,12 @@ fn ready(o: &Outcome) -> (&'static str, String) {
             list(o.overlaps)
         );
         (reason::POLICY_OVERLAP, m)
+    } else if !o.unknown_containers.is_empty() {
+        let m = format!(
+            "spec.containers names containers that no selected workload has: {}",
+            list(o.unknown_containers)
+        );
+        (reason::CONTAINER_NOT_FOUND, m)
     } else if !o.conflicts.is_empty() {
         let m = format!(
             "existingEnv is Keep, so these variables keep the container's own value: {}",

@@ -1223,3 +1223,30 @@ fn everything_direct_is_written_where_the_dialect_can_say_it_and_refused_elsewhe
         Change::Apply(BTreeMap::from([("NO_PROXY".into(), "*".into())]))
     );
 }
+
+#[test]
+fn a_container_name_no_workload_has_is_reported_and_rolls_nothing() {
+    let sidecar = deployment(
+        "web",
+        json!({"egress": "proxied"}),
+        json!([{"name": "app", "image": "app:1"}, {"name": "proxy", "image": "p:1"}]),
+    );
+    let w = World::new(
+        json!({"containers": ["ap", "proxy"]}),
+        vec![proxied("api"), sidecar],
+    );
+    let p = w.plan();
+    // Only the workload that has a named container is written; no annotation-only write.
+    assert_eq!(ids(&p), ["Deployment/web"]);
+    let r = p.report(&[], &now());
+    assert_eq!(
+        ready(&r),
+        ("False".into(), reason::CONTAINER_NOT_FOUND.into())
+    );
+    let s = r.status.expect("status");
+    assert!(
+        s.conditions[0].message.ends_with(": ap"),
+        "{}",
+        s.conditions[0].message
+    );
+}
