@@ -298,3 +298,48 @@ where
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_starting_together_roll_each_workload_once() {
+    let env = Env::new(&team("team-a").replace(
+        "metadata: {name: team-a}",
+        "metadata: {name: team-a, labels: {egressproxy.io/enabled: \"true\"}}",
+    ))
+    .await;
+    // Both instances' first write of the managed Secret is slow, so both decide before
+    // either write lands: each would bring its own hash key.
+    for verb in ["create", "patch"] {
+        env.sim.inject_fault(
+            kube_sim::hooks::FaultRule::new(
+                Some(verb),
+                Some("secrets"),
+                kube_sim::hooks::Fault::Latency(Duration::from_millis(1500)),
+            )
+            .times(2),
+        );
+    }
+    let (a, b) = (env.start(), env.start());
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    let replica_sets =
+        Api::<k8s_openapi::api::apps::v1::ReplicaSet>::namespaced(env.client.clone(), "team-a")
+            .list(&ListParams::default().labels("app=api"))
+            .await
+            .expect("replica sets");
+    let hashes: Vec<_> = replica_sets
+        .items
+        .iter()
+        .map(|rs| {
+            let t = rs.spec.as_ref().and_then(|s| s.template.as_ref());
+            t.and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| a.get("egressproxy.io/config-hash").cloned())
+        })
+        .collect();
+    assert_eq!(
+        hashes.len(),
+        2,
+        "the original template and exactly one roll: {hashes:?}"
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -23,6 +23,8 @@ pub enum Error {
     Workloads(Vec<(WorkloadId, String)>),
     #[error("removing finalizer from {0}: the finalizer list changed meanwhile")]
     FinalizerMoved(String),
+    #[error("encoding {0}")]
+    Encode(String),
 }
 
 /// What kind of failure an error is.
@@ -78,7 +80,7 @@ impl Error {
     pub fn category(&self) -> Category {
         match self {
             Error::Kube { source, .. } => category_of(source),
-            Error::Random => Category::Internal,
+            Error::Random | Error::Encode(_) => Category::Internal,
             Error::FinalizerMoved(_) => Category::Conflict,
             // A failed workload write is reported in status; its own category is in the
             // message. Most are rejections of the patch.

@@ -138,7 +138,7 @@ impl Executor {
             previous: &o.previous,
             new_key: &o.new_key,
         });
-        self.execute(&plan).await
+        self.execute(&plan, &o).await
     }
 
     /// Reads what the plan needs. Remembered writes are read before the caches: a watch
@@ -165,11 +165,15 @@ impl Executor {
         } else {
             None
         };
-        if plan::needs_lookup(credentials.as_ref(), &secret) {
-            secret.meta = self.lookup::<Secret>().await?;
+        if plan::needs_lookup(credentials.as_ref(), &secret)
+            && let Some(s) = self.get_managed::<Secret>().await?
+        {
+            secret = self.found(s.metadata, s.data.map(SecretData));
         }
-        if plan::needs_lookup(credentials.as_ref(), &config_map) {
-            config_map.meta = self.lookup::<ConfigMap>().await?;
+        if plan::needs_lookup(credentials.as_ref(), &config_map)
+            && let Some(c) = self.get_managed::<ConfigMap>().await?
+        {
+            config_map = self.found(c.metadata, c.data);
         }
         Ok(Observation {
             others: self.others(),
@@ -205,8 +209,8 @@ impl Executor {
         }
     }
 
-    /// The metadata of an object with the managed name that the caches do not hold.
-    async fn lookup<K>(&self) -> Result<Option<ObjectMeta>, Error>
+    /// An object with the managed name that the caches do not hold, read from the server.
+    async fn get_managed<K>(&self) -> Result<Option<K>, Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -215,13 +219,26 @@ impl Executor {
     {
         let kind = K::kind(&()).to_string();
         Api::<K>::namespaced(self.ctx.client.clone(), &self.ns)
-            .get_metadata_opt(&self.managed)
+            .get_opt(&self.managed)
             .await
-            .map(|m| m.map(|m| m.metadata))
             .map_err(Error::kube(
                 "reading",
                 format!("{kind} {}/{}", self.ns, self.managed),
             ))
+    }
+
+    /// Its metadata, and its data when it is this policy's (another instance may have just
+    /// created it: its hash key is the one to use).
+    fn found<T>(&self, meta: ObjectMeta, data: Option<T>) -> Observed<T> {
+        let label = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::credentials::POLICY_LABEL));
+        let mine = label == Some(&self.name);
+        Observed {
+            data: if mine { data } else { None },
+            meta: Some(meta),
+        }
     }
 
     /// The other policies of the namespace.
@@ -281,15 +298,22 @@ impl Executor {
     }
 
     /// Applies the plan in its order; see [`Plan`].
-    async fn execute(&self, plan: &Plan) -> Result<Action, Error> {
+    async fn execute(&self, plan: &Plan, o: &Observation) -> Result<Action, Error> {
         if plan.add_finalizer {
             self.add_finalizer().await?;
         }
-        if let Change::Apply(data) = &plan.secret {
-            self.apply_secret(data).await?;
+        match &plan.secret {
+            Change::Create(data) => self.write_secret(data, None).await?,
+            Change::Apply(data) => {
+                let before = o.secret.data.clone().unwrap_or_default();
+                self.write_secret(data, Some(&before)).await?
+            }
+            Change::Keep | Change::Delete => {}
         }
-        if let Change::Apply(data) = &plan.config_map {
-            self.apply_config_map(data).await?;
+        match &plan.config_map {
+            Change::Create(data) => self.write_config_map(data, true).await?,
+            Change::Apply(data) => self.write_config_map(data, false).await?,
+            Change::Keep | Change::Delete => {}
         }
         let failed = self.write_workloads(plan).await;
         let done = plan.completion(&failed);
@@ -371,14 +395,44 @@ impl Executor {
         }
     }
 
-    async fn apply_secret(&self, data: &SecretData) -> Result<(), Error> {
-        let secret = Secret {
-            metadata: plan::managed_meta(&self.policy),
-            type_: Some("Opaque".into()),
-            data: Some(data.0.clone()),
-            ..Default::default()
+    /// Creates the managed Secret (`before` is `None`) or brings it to `data`: a merge patch
+    /// that also removes the keys of `before` that `data` lacks. (Server-side apply could not
+    /// remove keys the create set: those belong to the create, not to the apply.)
+    async fn write_secret(
+        &self,
+        data: &SecretData,
+        before: Option<&SecretData>,
+    ) -> Result<(), Error> {
+        let shown = format!("Secret {}/{}", self.ns, self.managed);
+        let after = match before {
+            None => {
+                let secret = Secret {
+                    metadata: plan::managed_meta(&self.policy),
+                    type_: Some("Opaque".into()),
+                    data: Some(data.0.clone()),
+                    ..Default::default()
+                };
+                self.write_managed(&secret, true).await?
+            }
+            Some(before) => {
+                let meta = plan::managed_meta(&self.policy);
+                let mut keys = serde_json::to_value(&data.0)
+                    .map_err(|e| Error::Encode(format!("{shown}: {e}")))?;
+                for gone in before.0.keys().filter(|k| !data.0.contains_key(*k)) {
+                    keys[gone.as_str()] = serde_json::Value::Null;
+                }
+                let patch = json!({
+                    "metadata": {"labels": meta.labels, "ownerReferences": meta.owner_references},
+                    "data": keys,
+                });
+                Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
+                    .patch(&self.managed, &self.params(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(Error::kube("updating", shown))?
+                    .metadata
+                    .resource_version
+            }
         };
-        let after = self.apply_managed(&secret).await?;
         let now = self.ctx.secrets.get(&self.managed_ref());
         let cached = now
             .as_ref()
@@ -390,13 +444,13 @@ impl Executor {
         Ok(())
     }
 
-    async fn apply_config_map(&self, data: &ConfigMapData) -> Result<(), Error> {
+    async fn write_config_map(&self, data: &ConfigMapData, create: bool) -> Result<(), Error> {
         let cm = ConfigMap {
             metadata: plan::managed_meta(&self.policy),
             data: Some(data.clone()),
             ..Default::default()
         };
-        let after = self.apply_managed(&cm).await?;
+        let after = self.write_managed(&cm, create).await?;
         let now = self.ctx.config_maps.get(&self.managed_ref());
         let cached = now
             .as_ref()
@@ -408,8 +462,9 @@ impl Executor {
         Ok(())
     }
 
-    /// Server-side apply of one managed object; returns its new resourceVersion.
-    async fn apply_managed<K>(&self, obj: &K) -> Result<Option<String>, Error>
+    /// Creates (failing if it exists) or server-side applies one managed object; returns
+    /// its new resourceVersion.
+    async fn write_managed<K>(&self, obj: &K, create: bool) -> Result<Option<String>, Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -418,17 +473,22 @@ impl Executor {
             + std::fmt::Debug,
     {
         let kind = K::kind(&()).to_string();
-        let written = Api::<K>::namespaced(self.ctx.client.clone(), &self.ns)
-            .patch(
-                &self.managed,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(obj),
-            )
-            .await
-            .map_err(Error::kube(
-                "applying",
-                format!("{kind} {}/{}", self.ns, self.managed),
-            ))?;
+        let api = Api::<K>::namespaced(self.ctx.client.clone(), &self.ns);
+        let written = if create {
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            api.create(&pp, obj).await
+        } else {
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
+            api.patch(&self.managed, &pp, &Patch::Apply(obj)).await
+        };
+        let action = if create { "creating" } else { "applying" };
+        let written = written.map_err(Error::kube(
+            action,
+            format!("{kind} {}/{}", self.ns, self.managed),
+        ))?;
         Ok(written.meta().resource_version.clone())
     }
 

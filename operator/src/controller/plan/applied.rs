@@ -153,13 +153,17 @@ fn bytes(s: &str) -> ByteString {
     ByteString(s.as_bytes().to_vec())
 }
 
-/// Apply unless the data is already there and the object carries our labels and owner.
+/// Create when nothing is known of the object; apply unless the data is already there and
+/// the object carries our labels and owner.
 fn change<T: PartialEq>(
     policy: &EgressProxyPolicy,
     meta: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
     known: &Option<T>,
     want: T,
 ) -> Change<T> {
+    if meta.is_none() && known.is_none() {
+        return Change::Create(want);
+    }
     let current = meta.as_ref().is_none_or(|m| {
         let w = managed_meta(policy);
         labelled_for(m, &policy.name_any())

@@ -117,10 +117,14 @@ pub struct Inputs<'a> {
     pub new_key: &'a [u8],
 }
 
-/// Whether to apply, keep or delete a managed object.
+/// Whether to create, apply, keep or delete a managed object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change<T> {
     Keep,
+    /// Create an object that does not exist: if another instance created it first, the
+    /// create fails and the retry uses what it wrote (one hash key, even when two
+    /// instances start at once).
+    Create(T),
     Apply(T),
     Delete,
 }

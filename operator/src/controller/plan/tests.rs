@@ -156,12 +156,14 @@ impl World {
     fn settle(&mut self) -> Plan {
         let p = self.plan();
         match &p.secret {
-            Change::Apply(d) => self.secret = observed(d.clone(), managed_meta(&self.policy)),
+            Change::Apply(d) | Change::Create(d) => {
+                self.secret = observed(d.clone(), managed_meta(&self.policy));
+            }
             Change::Delete => self.secret = Observed::default(),
             Change::Keep => {}
         }
         match &p.config_map {
-            Change::Apply(d) => {
+            Change::Apply(d) | Change::Create(d) => {
                 self.config_map = observed(d.clone(), managed_meta(&self.policy));
             }
             Change::Delete => self.config_map = Observed::default(),
@@ -293,7 +295,9 @@ fn a_new_policy_writes_its_managed_objects_then_injects() {
     w.policy.metadata.finalizers = None;
     let p = w.plan();
     assert!(p.add_finalizer);
-    let Change::Apply(secret) = &p.secret else {
+    // Created, not applied: a second instance starting at the same time cannot replace the
+    // hash key this one wrote.
+    let Change::Create(secret) = &p.secret else {
         panic!("secret {:?}", p.secret)
     };
     let keys: Vec<&str> = secret.0.keys().map(String::as_str).collect();
@@ -304,7 +308,7 @@ fn a_new_policy_writes_its_managed_objects_then_injects() {
     assert_eq!(secret.0["hash-key"].0, KEY.to_vec());
     assert_eq!(
         p.config_map,
-        Change::Apply(BTreeMap::from([("NO_PROXY".into(), NO_PROXY.into())]))
+        Change::Create(BTreeMap::from([("NO_PROXY".into(), NO_PROXY.into())]))
     );
     assert_eq!(ids(&p), ["Deployment/api"]);
     let Write::Apply(body) = &p.writes[0].write else {
@@ -806,7 +810,7 @@ const ORIGINAL: &str = "original.Deployment.team-a.api.app.HTTP_PROXY";
 
 fn secret_keys(p: &Plan, w: &World) -> Vec<String> {
     let data = match &p.secret {
-        Change::Apply(d) => d.clone(),
+        Change::Apply(d) | Change::Create(d) => d.clone(),
         _ => w.secret.data.clone().unwrap_or_default(),
     };
     data.0.keys().cloned().collect()
