@@ -228,80 +228,87 @@ async fn report(client: &Client) -> anyhow::Result<()> {
         println!();
     }
     for p in &policies {
-        let ns = p.namespace().unwrap_or_default();
-        let st = p.status.clone().unwrap_or_default();
-        let ready = st.conditions.iter().find(|c| c.type_ == READY);
-        println!(
-            "EgressProxyPolicy {ns}/{}: Ready={} ({}) — {}",
-            p.name_any(),
-            ready.map_or("Unknown", |c| c.status.as_str()),
-            ready.map_or("", |c| c.reason.as_str()),
-            ready.map_or("", |c| c.message.as_str()),
-        );
-        println!(
-            "  dialect {}, active credential slot {}",
-            p.spec.no_proxy.dialect, p.spec.proxy.active
-        );
-        println!(
-            "  NO_PROXY = {}",
-            st.no_proxy.as_deref().unwrap_or("(not computed)")
-        );
-        if !st.uncovered.is_empty() {
-            let entries: Vec<&str> = st.uncovered.iter().map(|u| u.entry.as_str()).collect();
-            println!(
-                "  left out, some {} client cannot read them (why: kubectl get epp -n {ns} {} -o yaml): {}",
-                p.spec.no_proxy.dialect,
-                p.name_any(),
-                entries.join(", ")
-            );
-        }
-        for w in &st.warnings {
-            println!("  warning: {w}");
-        }
-        let rs = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        for d in Api::<Deployment>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default())
-            .await?
-            .items
-        {
-            let Some(spec) = d.spec.as_ref() else {
-                continue;
-            };
-            let mut revisions: Vec<u64> = rs
-                .iter()
-                .filter(|r| {
-                    r.owner_references()
-                        .iter()
-                        .any(|o| o.uid == d.uid().unwrap_or_default())
-                })
-                .filter_map(|r| {
-                    r.annotations()
-                        .get("deployment.kubernetes.io/revision")?
-                        .parse()
-                        .ok()
-                })
-                .collect();
-            revisions.sort_unstable();
-            let revisions: Vec<String> = revisions.iter().map(u64::to_string).collect();
-            workload_lines("Deployment", &d.name_any(), &spec.template);
-            println!(
-                "      rollouts so far: ReplicaSet revision {}",
-                revisions.join(", ")
-            );
-        }
-        for s in Api::<StatefulSet>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default())
-            .await?
-            .items
-        {
-            if let Some(spec) = s.spec.as_ref() {
-                workload_lines("StatefulSet", &s.name_any(), &spec.template);
-            }
-        }
+        policy_lines(p);
+        workloads_of(client, &p.namespace().unwrap_or_default()).await?;
         println!();
+    }
+    Ok(())
+}
+
+/// Ready, dialect, NO_PROXY, what it leaves out and its warnings.
+fn policy_lines(p: &EgressProxyPolicy) {
+    let ns = p.namespace().unwrap_or_default();
+    let st = p.status.clone().unwrap_or_default();
+    let ready = st.conditions.iter().find(|c| c.type_ == READY);
+    println!(
+        "EgressProxyPolicy {ns}/{}: Ready={} ({}) — {}",
+        p.name_any(),
+        ready.map_or("Unknown", |c| c.status.as_str()),
+        ready.map_or("", |c| c.reason.as_str()),
+        ready.map_or("", |c| c.message.as_str()),
+    );
+    println!(
+        "  dialect {}, active credential slot {}",
+        p.spec.no_proxy.dialect, p.spec.proxy.active
+    );
+    println!(
+        "  NO_PROXY = {}",
+        st.no_proxy.as_deref().unwrap_or("(not computed)")
+    );
+    if !st.uncovered.is_empty() {
+        let entries: Vec<&str> = st.uncovered.iter().map(|u| u.entry.as_str()).collect();
+        println!(
+            "  left out, some {} client cannot read them (why: kubectl get epp -n {ns} {} -o yaml): {}",
+            p.spec.no_proxy.dialect,
+            p.name_any(),
+            entries.join(", ")
+        );
+    }
+    for w in &st.warnings {
+        println!("  warning: {w}");
+    }
+}
+
+/// The Deployments (with their ReplicaSet revisions) and StatefulSets of a namespace.
+async fn workloads_of(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let lp = ListParams::default();
+    for d in Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items
+    {
+        let Some(spec) = d.spec.as_ref() else {
+            continue;
+        };
+        let uid = d.uid().unwrap_or_default();
+        let mut revisions: Vec<u64> = rs
+            .iter()
+            .filter(|r| r.owner_references().iter().any(|o| o.uid == uid))
+            .filter_map(|r| {
+                let revision = r.annotations().get("deployment.kubernetes.io/revision")?;
+                revision.parse().ok()
+            })
+            .collect();
+        revisions.sort_unstable();
+        let revisions: Vec<String> = revisions.iter().map(u64::to_string).collect();
+        workload_lines("Deployment", &d.name_any(), &spec.template);
+        println!(
+            "      rollouts so far: ReplicaSet revision {}",
+            revisions.join(", ")
+        );
+    }
+    for s in Api::<StatefulSet>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items
+    {
+        if let Some(spec) = s.spec.as_ref() {
+            workload_lines("StatefulSet", &s.name_any(), &spec.template);
+        }
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ impl IntentSet {
     /// everything under `*`), CIDRs aggregated, sorted (names, then CIDRs, then IPs).
     /// Single IPs are not merged into CIDRs here: many clients cannot read CIDRs.
     pub fn new(intents: impl IntoIterator<Item = Intent>) -> IntentSet {
-        let mut names: HashSet<(String, NameScope, Option<u16>)> = HashSet::new();
+        let mut names: HashSet<NameKey> = HashSet::new();
         let mut ips: HashSet<(IpAddr, Option<u16>)> = HashSet::new();
         let mut nets: Vec<IpNet> = Vec::new();
         for i in intents {
@@ -45,74 +45,9 @@ impl IntentSet {
                 Intent::Cidr(n) => nets.push(n),
             }
         }
-        // `d` plus `*.d` (same port) is `.d`.
-        let pairs: Vec<(String, Option<u16>)> = names
-            .iter()
-            .filter(|(n, s, p)| {
-                *s == NameScope::Subdomains && names.contains(&(n.clone(), NameScope::Host, *p))
-            })
-            .map(|(n, _, p)| (n.clone(), *p))
-            .collect();
-        for (n, p) in pairs {
-            names.remove(&(n.clone(), NameScope::Host, p));
-            names.remove(&(n.clone(), NameScope::Subdomains, p));
-            names.insert((n, NameScope::Domain, p));
-        }
-        // Domains and subdomain wildcards that can cover other names, by (name, port).
-        let mut covers: HashMap<&str, Vec<(NameScope, Option<u16>)>> = HashMap::new();
-        for (n, s, p) in &names {
-            if *s != NameScope::Host {
-                covers.entry(n.as_str()).or_default().push((*s, *p));
-            }
-        }
-        let covered_by = |name: &str, scope: NameScope, port: Option<u16>| -> bool {
-            let port_ok = |cp: Option<u16>| cp.is_none() || cp == port;
-            // Same name: Domain covers Host/Subdomains; port-less covers port-specific.
-            if let Some(cs) = covers.get(name) {
-                for (cs_scope, cp) in cs {
-                    let scope_ok = match cs_scope {
-                        NameScope::Domain => true,
-                        NameScope::Subdomains => scope == NameScope::Subdomains,
-                        NameScope::Host => false,
-                    };
-                    if scope_ok && port_ok(*cp) && (*cs_scope, *cp) != (scope, port) {
-                        return true;
-                    }
-                }
-            }
-            // Strict ancestors: any domain or subdomain wildcard covers everything below.
-            let mut rest = name;
-            while let Some((_, parent)) = rest.split_once('.') {
-                if let Some(cs) = covers.get(parent)
-                    && cs.iter().any(|(_, cp)| port_ok(*cp))
-                {
-                    return true;
-                }
-                rest = parent;
-            }
-            // Host without port covers the same host with a port.
-            scope == NameScope::Host
-                && port.is_some()
-                && names.contains(&(name.to_owned(), NameScope::Host, None))
-        };
-        let mut kept_names: Vec<(String, NameScope, Option<u16>)> = names
-            .iter()
-            .filter(|(n, s, p)| !covered_by(n, *s, *p))
-            .cloned()
-            .collect();
-        kept_names.sort();
-
+        let kept_names = canonical_names(names);
         let nets = IpNet::aggregate(&nets);
-        let in_nets = |a: &IpAddr| nets.iter().any(|n| n.contains(a));
-        let not_dup = |(a, p): &(IpAddr, Option<u16>)| p.is_none() || !ips.contains(&(*a, None));
-        let (mut kept_ips, mut shadowed): (Vec<(IpAddr, Option<u16>)>, Vec<_>) = ips
-            .iter()
-            .filter(|i| not_dup(i))
-            .copied()
-            .partition(|(a, _)| !in_nets(a));
-        kept_ips.sort();
-        shadowed.sort();
-
+        let (kept_ips, shadowed) = canonical_ips(&ips, &nets);
         let mut intents = Vec::with_capacity(kept_names.len() + nets.len() + kept_ips.len());
         intents.extend(
             kept_names
@@ -120,15 +55,9 @@ impl IntentSet {
                 .map(|(name, scope, port)| Intent::Name { name, scope, port }),
         );
         intents.extend(nets.into_iter().map(Intent::Cidr));
-        intents.extend(
-            kept_ips
-                .into_iter()
-                .map(|(addr, port)| Intent::Ip { addr, port }),
-        );
-        let shadowed = shadowed
-            .into_iter()
-            .map(|(addr, port)| Intent::Ip { addr, port })
-            .collect();
+        let ip = |(addr, port)| Intent::Ip { addr, port };
+        intents.extend(kept_ips.into_iter().map(ip));
+        let shadowed = shadowed.into_iter().map(ip).collect();
         IntentSet { intents, shadowed }
     }
 
@@ -176,6 +105,94 @@ impl fmt::Display for IntentSet {
         }
         Ok(())
     }
+}
+
+/// A name intent: name, scope, port.
+type NameKey = (String, NameScope, Option<u16>);
+
+/// `d` plus `*.d` (same port) merged into `.d`, covered names removed, sorted.
+fn canonical_names(mut names: HashSet<NameKey>) -> Vec<NameKey> {
+    let pairs: Vec<(String, Option<u16>)> = names
+        .iter()
+        .filter(|(n, s, p)| {
+            *s == NameScope::Subdomains && names.contains(&(n.clone(), NameScope::Host, *p))
+        })
+        .map(|(n, _, p)| (n.clone(), *p))
+        .collect();
+    for (n, p) in pairs {
+        names.remove(&(n.clone(), NameScope::Host, p));
+        names.remove(&(n.clone(), NameScope::Subdomains, p));
+        names.insert((n, NameScope::Domain, p));
+    }
+    // Domains and subdomain wildcards that can cover other names, by (name, port).
+    let mut covers: HashMap<&str, Vec<(NameScope, Option<u16>)>> = HashMap::new();
+    for (n, s, p) in &names {
+        if *s != NameScope::Host {
+            covers.entry(n.as_str()).or_default().push((*s, *p));
+        }
+    }
+    let mut kept: Vec<NameKey> = names
+        .iter()
+        .filter(|(n, s, p)| !covered(&names, &covers, n, *s, *p))
+        .cloned()
+        .collect();
+    kept.sort();
+    kept
+}
+
+/// Whether another name intent makes this one redundant.
+fn covered(
+    names: &HashSet<NameKey>,
+    covers: &HashMap<&str, Vec<(NameScope, Option<u16>)>>,
+    name: &str,
+    scope: NameScope,
+    port: Option<u16>,
+) -> bool {
+    let port_ok = |cp: Option<u16>| cp.is_none() || cp == port;
+    // Same name: Domain covers Host/Subdomains; port-less covers port-specific.
+    if let Some(cs) = covers.get(name) {
+        for (cs_scope, cp) in cs {
+            let scope_ok = match cs_scope {
+                NameScope::Domain => true,
+                NameScope::Subdomains => scope == NameScope::Subdomains,
+                NameScope::Host => false,
+            };
+            if scope_ok && port_ok(*cp) && (*cs_scope, *cp) != (scope, port) {
+                return true;
+            }
+        }
+    }
+    // Strict ancestors: any domain or subdomain wildcard covers everything below.
+    let mut rest = name;
+    while let Some((_, parent)) = rest.split_once('.') {
+        if let Some(cs) = covers.get(parent)
+            && cs.iter().any(|(_, cp)| port_ok(*cp))
+        {
+            return true;
+        }
+        rest = parent;
+    }
+    // Host without port covers the same host with a port.
+    scope == NameScope::Host
+        && port.is_some()
+        && names.contains(&(name.to_owned(), NameScope::Host, None))
+}
+
+type IpKey = (IpAddr, Option<u16>);
+
+/// The IPs to keep and the ones inside `nets` (both sorted), without port-specific
+/// duplicates of a port-less IP.
+fn canonical_ips(ips: &HashSet<IpKey>, nets: &[IpNet]) -> (Vec<IpKey>, Vec<IpKey>) {
+    let in_nets = |a: &IpAddr| nets.iter().any(|n| n.contains(a));
+    let not_dup = |(a, p): &IpKey| p.is_none() || !ips.contains(&(*a, None));
+    let (mut kept, mut shadowed): (Vec<IpKey>, Vec<IpKey>) = ips
+        .iter()
+        .filter(|i| not_dup(i))
+        .copied()
+        .partition(|(a, _)| !in_nets(a));
+    kept.sort();
+    shadowed.sort();
+    (kept, shadowed)
 }
 
 #[cfg(test)]
