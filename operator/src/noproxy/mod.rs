@@ -23,6 +23,6 @@ pub use dialects::Decision;
 pub use entry::{Intent, NameScope, ParseError, split_list};
 pub use env::{Env, redact, redact_proxy};
 pub use explain::{Explanation, Matcher, explain, explain_all};
-pub use render::{LARGE_VALUE, MAX_ARG_STRLEN, Rendered, Uncovered, render};
+pub use render::{LARGE_VALUE, MAX_ARG_STRLEN, Rendered, Uncovered, env_string_len, render};
 pub use set::IntentSet;
 pub use target::{Target, TargetError};

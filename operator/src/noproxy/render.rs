@@ -43,25 +43,42 @@ pub struct Rendered {
     pub warnings: Vec<String>,
 }
 
+/// Bytes `execve` counts for the environment string `NAME=value`, its NUL included; over
+/// [`MAX_ARG_STRLEN`] the process does not start.
+pub fn env_string_len(name: &str, value: &str) -> usize {
+    name.len() + 1 + value.len() + 1
+}
+
+/// Entries in first-seen order, without repeats.
+#[derive(Default)]
+struct Entries {
+    list: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl Entries {
+    fn extend(&mut self, entries: Vec<String>) {
+        for e in entries {
+            if self.seen.insert(e.clone()) {
+                self.list.push(e);
+            }
+        }
+    }
+}
+
 /// Renders `set` for `dialect`. Deterministic: the same set gives the same value.
 pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
-    let mut entries: Vec<String> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut entries = Entries::default();
     let mut uncovered = Vec::new();
     let mut warnings = Vec::new();
     let mut host_and_subs: Vec<String> = Vec::new();
     for intent in merge_ips(dialect, set.intents()) {
-        let res = express(dialect, &intent).unwrap_or_else(|| Err("no client".into()));
-        match res {
+        match express(dialect, &intent).unwrap_or_else(|| Err("no client".into())) {
             Ok(Expr {
                 entries: es,
                 warning,
             }) => {
-                for e in es {
-                    if seen.insert(e.clone()) {
-                        entries.push(e);
-                    }
-                }
+                entries.extend(es);
                 warnings.extend(warning);
                 if let Intent::Name {
                     name,
@@ -76,18 +93,7 @@ pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
             Err(reason) => {
                 // IPs inside a CIDR this dialect cannot express are written one by one.
                 if let Intent::Cidr(net) = &intent {
-                    for ip in set.shadowed() {
-                        if let Intent::Ip { addr, .. } = ip
-                            && net.contains(addr)
-                            && let Some(Ok(Expr { entries: es, .. })) = express(dialect, ip)
-                        {
-                            for e in es {
-                                if seen.insert(e.clone()) {
-                                    entries.push(e);
-                                }
-                            }
-                        }
-                    }
+                    entries.extend(shadowed_ips(dialect, set, net));
                 }
                 uncovered.push(Uncovered {
                     entry: intent.to_string(),
@@ -96,36 +102,60 @@ pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
             }
         }
     }
-    if !host_and_subs.is_empty() {
-        const SHOWN: usize = 50;
-        let more = host_and_subs.len().saturating_sub(SHOWN);
-        let mut list = host_and_subs[..host_and_subs.len().min(SHOWN)].join(", ");
-        if more > 0 {
-            list.push_str(&format!(" and {more} more"));
-        }
-        warnings.push(format!(
-            "{dialect} has no exact-host form: subdomains of these hosts also go direct: {list}"
-        ));
-    }
-    let value = entries.join(",");
-    let env_string = value.len() + "no_proxy=".len() + 1;
-    if env_string > MAX_ARG_STRLEN {
-        warnings.push(format!(
-            "the value is {} bytes: NO_PROXY={{value}} exceeds Linux MAX_ARG_STRLEN ({MAX_ARG_STRLEN} \
-             bytes), execve fails with E2BIG and the container cannot start",
-            value.len()
-        ));
-    } else if value.len() > LARGE_VALUE {
-        warnings.push(format!(
-            "the value is {} bytes, more than half of Linux MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes \
-             per environment string); aggregate addresses into CIDRs where the dialect allows",
-            value.len()
-        ));
-    }
+    warnings.extend(subdomain_warning(dialect, &host_and_subs));
+    let value = entries.list.join(",");
+    warnings.extend(size_warning(&value));
     Rendered {
         value,
         uncovered,
         warnings,
+    }
+}
+
+/// The entries of the IPs inside `net` that the canonical set folded into it.
+fn shadowed_ips(dialect: Dialect, set: &IntentSet, net: &IpNet) -> Vec<String> {
+    let mut out = Vec::new();
+    for ip in set.shadowed() {
+        if let Intent::Ip { addr, .. } = ip
+            && net.contains(addr)
+            && let Some(Ok(Expr { entries: es, .. })) = express(dialect, ip)
+        {
+            out.extend(es);
+        }
+    }
+    out
+}
+
+fn subdomain_warning(dialect: Dialect, hosts: &[String]) -> Option<String> {
+    const SHOWN: usize = 50;
+    if hosts.is_empty() {
+        return None;
+    }
+    let more = hosts.len().saturating_sub(SHOWN);
+    let mut list = hosts[..hosts.len().min(SHOWN)].join(", ");
+    if more > 0 {
+        list.push_str(&format!(" and {more} more"));
+    }
+    Some(format!(
+        "{dialect} has no exact-host form: subdomains of these hosts also go direct: {list}"
+    ))
+}
+
+fn size_warning(value: &str) -> Option<String> {
+    if env_string_len("no_proxy", value) > MAX_ARG_STRLEN {
+        Some(format!(
+            "the value is {} bytes: NO_PROXY={{value}} exceeds Linux MAX_ARG_STRLEN ({MAX_ARG_STRLEN} \
+             bytes), execve fails with E2BIG and the container cannot start",
+            value.len()
+        ))
+    } else if value.len() > LARGE_VALUE {
+        Some(format!(
+            "the value is {} bytes, more than half of Linux MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes \
+             per environment string); aggregate addresses into CIDRs where the dialect allows",
+            value.len()
+        ))
+    } else {
+        None
     }
 }
 

@@ -7,12 +7,7 @@ use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::credentials::ProxyUrls;
 use crate::discovery::{self, ClusterInputs};
-use crate::noproxy::{Intent, IntentSet, Rendered, render};
-
-/// Longest `NAME=value` string a process can receive, in bytes: Linux refuses an argument
-/// or environment string of `MAX_ARG_STRLEN` (131072) bytes or more with its terminating
-/// NUL, and the container does not start (execve fails with E2BIG).
-pub const MAX_ENV_STRING: usize = 131_071;
+use crate::noproxy::{Intent, IntentSet, MAX_ARG_STRLEN, Rendered, env_string_len, render};
 
 /// What the six variables together may take, in bytes: a quarter of the 1 MiB that
 /// `ARG_MAX` leaves with a small (4 MiB) stack limit, so the container's own environment
@@ -29,13 +24,13 @@ pub(super) fn rendered(
         let dialect = policy.spec.no_proxy.dialect;
         let r = render(dialect, &IntentSet::new(intents));
         everything_direct(policy, &r)?;
-        let size = "NO_PROXY=".len() + r.value.len();
-        if size > MAX_ENV_STRING {
+        let size = env_string_len("NO_PROXY", &r.value);
+        if size > MAX_ARG_STRLEN {
             return Err(blocker(
                 reason::ENVIRONMENT_TOO_LARGE,
                 format!(
-                    "NO_PROXY would be {size} bytes in dialect {}; a container cannot start \
-                     with an environment string over {MAX_ENV_STRING} bytes (Linux \
+                    "NO_PROXY=value would be {size} bytes in dialect {}; a container cannot \
+                     start with an environment string over {MAX_ARG_STRLEN} bytes (Linux \
                      MAX_ARG_STRLEN): list networks instead of hosts in \
                      spec.noProxy.additional, or fewer entries",
                     dialect.name()
@@ -73,7 +68,7 @@ pub(super) fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyU
 
 /// The six variables together, as `NAME=value` strings, must fit [`ENV_BUDGET`].
 fn within_budget(r: &Rendered, urls: &ProxyUrls) -> Result<(), Blocker> {
-    let pair = |name: &str, value: &str| 2 * (name.len() + 1 + value.len());
+    let pair = |name: &str, value: &str| 2 * env_string_len(name, value);
     let total = pair("NO_PROXY", &r.value)
         + pair("HTTP_PROXY", &urls.http_proxy)
         + pair("HTTPS_PROXY", &urls.https_proxy);

@@ -1193,7 +1193,7 @@ fn hosts(n: usize) -> Vec<String> {
 fn a_no_proxy_a_process_cannot_start_with_blocks_and_writes_nothing() {
     let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
     w.policy.spec.no_proxy.additional = hosts(7000);
-    assert_blocked(&w, reason::ENVIRONMENT_TOO_LARGE, "131071 bytes");
+    assert_blocked(&w, reason::ENVIRONMENT_TOO_LARGE, "over 131072 bytes");
 }
 
 #[test]
