@@ -82,6 +82,20 @@ subjects: [{{kind: ServiceAccount, name: operator, namespace: egress-proxy-syste
     )
 }
 
+/// A namespaced install of team-a and team-b; the cluster-scoped facts come from flags.
+fn namespaced(env: &Env) -> Settings {
+    Settings {
+        namespaces: vec!["team-a".into(), "team-b".into()],
+        overrides: Overrides {
+            cluster_domain: Some("cluster.corp".into()),
+            service_cidrs: vec!["10.43.0.0/16".into()],
+            pod_cidrs: vec!["10.42.0.0/16".into()],
+        },
+        discovery_wait: Duration::from_secs(1),
+        ..env.settings()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespaced_install_watches_each_listed_namespace_with_only_their_roles() {
     let yaml = [team("team-a"), team("team-b"), team("team-c")].join("---");
@@ -101,16 +115,7 @@ async fn a_namespaced_install_watches_each_listed_namespace_with_only_their_role
         matches!(denied, Err(kube::Error::Api(ref s)) if s.code == 403),
         "{denied:?}"
     );
-    let settings = Settings {
-        namespaces: vec!["team-a".into(), "team-b".into()],
-        overrides: Overrides {
-            cluster_domain: Some("cluster.corp".into()),
-            service_cidrs: vec!["10.43.0.0/16".into()],
-            pod_cidrs: vec!["10.42.0.0/16".into()],
-        },
-        discovery_wait: Duration::from_secs(1),
-        ..env.settings()
-    };
+    let settings = namespaced(&env);
     let op = env.start_as(client, settings);
     for ns in ["team-a", "team-b"] {
         let p = wait_reason(&env, ns, "outbound", "Reconciled").await;
@@ -154,16 +159,9 @@ stringData:
         .service_account_token("egress-proxy-system", "operator");
     let client = env.sim.client_with_token(&token).expect("client");
     let settings = Settings {
-        namespaces: vec!["team-a".into(), "team-b".into()],
-        overrides: Overrides {
-            cluster_domain: Some("cluster.corp".into()),
-            service_cidrs: vec!["10.43.0.0/16".into()],
-            pod_cidrs: vec!["10.42.0.0/16".into()],
-        },
-        discovery_wait: Duration::from_secs(1),
         // No resync within the test: only the watch of team-b's Secrets can wake team-a.
         resync: Duration::from_secs(3600),
-        ..env.settings()
+        ..namespaced(&env)
     };
     let op = env.start_as(client, settings);
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
