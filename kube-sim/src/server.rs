@@ -115,6 +115,25 @@ fn verb_of(method: &Method, t: &Target, watch: bool) -> &'static str {
     }
 }
 
+/// The target RBAC checks: a list or watch whose field selector is exactly one
+/// `metadata.name` match is checked against `resourceNames` with that name, as the real
+/// API server's request info does.
+fn authorized_as(t: &Target, verb: &str, q: &HashMap<String, String>) -> Target {
+    let mut t = t.clone();
+    if t.name.is_none() && matches!(verb, "list" | "watch") {
+        let selector = q
+            .get("fieldSelector")
+            .map(String::as_str)
+            .unwrap_or_default();
+        let name = selector
+            .strip_prefix("metadata.name==")
+            .or_else(|| selector.strip_prefix("metadata.name="))
+            .filter(|n| !n.is_empty() && !n.contains([',', '=', '!']));
+        t.name = name.map(str::to_string);
+    }
+    t
+}
+
 /// Count the request and apply injected faults; returns a watch drop delay if one applies.
 async fn apply_hooks(
     shared: &Shared,
@@ -343,7 +362,7 @@ async fn resource(
     t.manager = Some(field_manager(&q, &req));
     let watching = legacy_watch || flag(&q, "watch");
     let verb = verb_of(&method, &t, watching);
-    crate::auth::authorize(&shared.lock(), &user, verb, &t)?;
+    crate::auth::authorize(&shared.lock(), &user, verb, &authorized_as(&t, verb, &q))?;
     let drop_after = apply_hooks(shared, &method, &t, watching, &q).await?;
     match t.subresource.as_deref() {
         None => {}

@@ -804,3 +804,73 @@ async fn metadata_only_responses() {
         "{raw}"
     );
 }
+
+/// `resourceNames` authorizes a list or watch only with a `metadata.name` field selector
+/// naming an allowed object, as on a real API server (how a Secret's owner grants one
+/// Secret and nothing else).
+#[tokio::test]
+async fn resource_names_authorize_a_list_or_watch_by_name() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{ListParams, WatchParams};
+    let (sim, _admin) = start().await;
+    sim.apply_yaml(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: op, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: one-secret, namespace: default}
+rules:
+- {apiGroups: [""], resources: [secrets], verbs: [get, list, watch], resourceNames: [shared]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: op-one-secret, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: one-secret}
+subjects: [{kind: ServiceAccount, name: op, namespace: default}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: shared, namespace: default}
+stringData: {a: b}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: other, namespace: default}
+stringData: {c: d}
+"#,
+    )
+    .expect("objects");
+    let token = sim.service_account_token("default", "op");
+    let client = sim.client_with_token(&token).expect("client");
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let code = |r: Result<usize, kube::Error>| match r {
+        Ok(_) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("unexpected {e:?}"),
+    };
+    let list = |fields: &str| ListParams::default().fields(fields);
+    let listed = secrets.list(&list("metadata.name=shared")).await;
+    assert_eq!(listed.as_ref().map(|l| l.items.len()).ok(), Some(1));
+    let n = |r: Result<kube::core::ObjectList<Secret>, kube::Error>| r.map(|l| l.items.len());
+    assert_eq!(
+        code(n(secrets.list(&list("metadata.name==shared")).await)),
+        200
+    );
+    assert_eq!(code(n(secrets.list(&ListParams::default()).await)), 403);
+    assert_eq!(
+        code(n(secrets.list(&list("metadata.name=other")).await)),
+        403
+    );
+    let both = list("metadata.name=shared,metadata.namespace=default");
+    assert_eq!(code(n(secrets.list(&both).await)), 403);
+    let watch = |fields: &str| WatchParams::default().fields(fields).timeout(1);
+    let watched = secrets.watch(&watch("metadata.name=shared"), "0").await;
+    assert_eq!(code(watched.map(|_| 0)), 200);
+    let watched = secrets.watch(&watch("metadata.name=other"), "0").await;
+    assert_eq!(code(watched.map(|_| 0)), 403);
+    assert_eq!(code(secrets.get("shared").await.map(|_| 0)), 200);
+    assert_eq!(code(secrets.get("other").await.map(|_| 0)), 403);
+}
