@@ -32,6 +32,9 @@ pub mod reason {
     pub const ENVIRONMENT_TOO_LARGE: &str = "EnvironmentTooLarge";
     pub const DISCOVERY_INCOMPLETE: &str = "DiscoveryIncomplete";
     pub const NAMESPACE_NOT_ENABLED: &str = "NamespaceNotEnabled";
+    /// The namespace is enabled but its admin has not bound the tenant role to the operator
+    /// (the API server refuses it the namespace's Secrets and ConfigMaps).
+    pub const NAMESPACE_NOT_AUTHORIZED: &str = "NamespaceNotAuthorized";
     pub const MANAGED_OBJECT_CONFLICT: &str = "ManagedObjectConflict";
     pub const SUSPENDED: &str = "Suspended";
 }

@@ -43,6 +43,10 @@ pub struct RunArgs {
     /// downward API.
     #[arg(long, env = "POD_NAME", default_value = controller::REPORTER)]
     pub instance: String,
+    /// Seconds between re-establishing the watch of each source Secret. A grant withdrawn by
+    /// deleting its Role ends no watch: the credential is revoked when the next is refused.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub source_recheck: u64,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -154,6 +158,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             resolv_conf,
             instance: args.instance.clone(),
             workers: args.workers.max(1),
+            source_recheck: std::time::Duration::from_secs(args.source_recheck.max(1)),
             ..Settings::default()
         };
         tracing::info!(selector = %settings.namespace_selector, namespaces = ?settings.namespaces, "starting");

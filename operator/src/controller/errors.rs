@@ -25,6 +25,8 @@ pub enum Error {
     FinalizerMoved(String),
     #[error("encoding {0}")]
     Encode(String),
+    #[error("the caches of namespace {0} have not filled yet")]
+    NotReady(String),
 }
 
 /// What kind of failure an error is.
@@ -81,6 +83,7 @@ impl Error {
         match self {
             Error::Kube { source, .. } => category_of(source),
             Error::Random | Error::Encode(_) => Category::Internal,
+            Error::NotReady(_) => Category::Unavailable,
             Error::FinalizerMoved(_) => Category::Conflict,
             // A failed workload write is reported in status; its own category is in the
             // message. Most are rejections of the patch.
@@ -127,6 +130,17 @@ pub fn describe_watch(e: &watcher::Error) -> String {
             )
         }
         watcher::Error::NoResourceVersion => e.to_string(),
+    }
+}
+
+/// Whether a watch failed because the operator may not list or watch what it asked for.
+pub fn watch_forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => category_of(e) == Category::Forbidden,
+        watcher::Error::WatchError(s) => matches!(s.code, 401 | 403),
+        watcher::Error::NoResourceVersion => false,
     }
 }
 

@@ -9,6 +9,7 @@ mod objects;
 mod plan;
 mod recent;
 mod reconcile;
+mod tenancy;
 mod watches;
 
 use std::sync::Arc;
@@ -71,6 +72,10 @@ pub struct Settings {
     /// How long start-up waits for the cluster-scoped discovery caches before going on
     /// without them (their facts are then reported as not found).
     pub discovery_wait: Duration,
+    /// How often the watch of a source Secret is re-established. A grant withdrawn by
+    /// deleting the owner's Role ends no watch; the next one is refused, and the credential
+    /// is revoked then.
+    pub source_recheck: Duration,
 }
 
 impl Default for Settings {
@@ -85,6 +90,7 @@ impl Default for Settings {
             workers: DEFAULT_WORKERS,
             resync: Duration::from_secs(600),
             discovery_wait: Duration::from_secs(15),
+            source_recheck: Duration::from_secs(60),
         }
     }
 }
@@ -130,18 +136,25 @@ pub async fn run(
         .collect();
     let shutdown = shutdown.boxed().shared();
     let recent = Arc::new(Recent::default());
+    let tenancy = Arc::new(tenancy::Tenancy::new(
+        client.clone(),
+        recent.clone(),
+        routes,
+        settings.source_recheck,
+    ));
     let shared = Scope {
         client: &client,
         settings: &settings,
         discovery: &discovery,
         recent: &recent,
-        routes: &routes,
+        tenancy: &tenancy,
     };
     let controllers: Vec<_> = parts
         .into_iter()
         .map(|p| shared.controller(&mut tasks, p, shutdown.clone()))
         .collect();
     futures::future::join_all(controllers).await;
+    tenancy.shutdown().await;
     tasks.shutdown().await;
     Ok(())
 }
@@ -179,7 +192,7 @@ struct Scope<'a> {
     settings: &'a Settings,
     discovery: &'a watches::Discovery,
     recent: &'a Arc<Recent>,
-    routes: &'a [watches::Route],
+    tenancy: &'a Arc<tenancy::Tenancy>,
 }
 
 /// One scope's policy cache and queue, made before any watch so that every scope's source
@@ -239,9 +252,6 @@ impl Scope<'_> {
         let namespaces = scope
             .is_none()
             .then(|| w.namespaces(&self.settings.namespace_selector));
-        let secrets = w.managed_secrets();
-        let config_maps = w.managed_config_maps();
-        w.source_secrets(self.routes);
         let ctx = Arc::new(Ctx {
             client: self.client.clone(),
             settings: self.settings.clone(),
@@ -256,8 +266,7 @@ impl Scope<'_> {
             statefulsets,
             daemonsets,
             namespaces,
-            secrets,
-            config_maps,
+            tenancy: self.tenancy.clone(),
             discovery: self.discovery.clone(),
             failures: Default::default(),
             recent: self.recent.clone(),
@@ -266,7 +275,7 @@ impl Scope<'_> {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        let recent = self.recent.clone();
+        let (recent, tenancy) = (self.recent.clone(), self.tenancy.clone());
         let mut relist = watches::Relist::default();
         let policy_stream = watcher(api, watcher::Config::default().any_semantic())
             .modify(strip)
@@ -275,6 +284,9 @@ impl Scope<'_> {
             .inspect(move |e| {
                 if let Ok(e) = e {
                     saw_policy(&recent, &mut relist, e);
+                    if matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
+                        tenancy.sweep();
+                    }
                 }
             })
             .applied_objects();

@@ -189,12 +189,13 @@ impl Recent {
         self.workloads.relisted(since, |id| id.kind == kind);
     }
 
-    pub(crate) fn relisted_secrets(&self, since: Instant) {
-        self.secrets.relisted(since, |_| true);
+    /// The managed Secrets of `ns` were re-listed by a list that started at `since`.
+    pub(crate) fn relisted_secrets(&self, ns: &str, since: Instant) {
+        self.secrets.relisted(since, |k| k.0 == ns);
     }
 
-    pub(crate) fn relisted_config_maps(&self, since: Instant) {
-        self.config_maps.relisted(since, |_| true);
+    pub(crate) fn relisted_config_maps(&self, ns: &str, since: Instant) {
+        self.config_maps.relisted(since, |k| k.0 == ns);
     }
 
     pub(crate) fn relisted_policies(&self, since: Instant) {

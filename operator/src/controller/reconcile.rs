@@ -16,16 +16,21 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use super::errors::{Category, Error};
+use super::errors::{self, Category, Error};
 use super::objects::{self, DiscoverySources, Workload, WorkloadView};
 use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
 };
+use super::tenancy::Managed;
 use super::{Ctx, FINALIZER, REPORTER};
 use crate::api::{EgressProxyPolicy, WorkloadKind};
 use crate::credentials::{self, CredentialError, ProxyUrls};
 use crate::discovery::ClusterInputs;
 use crate::workloads::{self, FIELD_MANAGER, WorkloadId, Write};
+
+/// How long a reconcile waits for the managed-object caches of a namespace it is the first
+/// to need.
+const CACHE_START: Duration = Duration::from_secs(5);
 
 /// How soon a policy whose workloads are rolling is looked at again.
 const ROLLING_RECHECK: Duration = Duration::from_secs(5);
@@ -53,6 +58,7 @@ pub(super) async fn reconcile(
     let ns = policy.namespace().unwrap_or_default();
     let key = (ns.clone(), policy.name_any());
     let ex = Executor {
+        caches: ctx.tenancy.managed(&ns),
         managed: credentials::managed_name(&policy.name_any()),
         name: policy.name_any(),
         policy,
@@ -101,6 +107,7 @@ struct Observation {
     others: Vec<Arc<EgressProxyPolicy>>,
     admitted: bool,
     admission: String,
+    denied: Option<String>,
     cluster: ClusterInputs,
     credentials: Option<Result<ProxyUrls, CredentialError>>,
     secret: Observed<SecretData>,
@@ -114,6 +121,8 @@ struct Observation {
 struct Executor {
     policy: Arc<EgressProxyPolicy>,
     ctx: Arc<Ctx>,
+    /// The managed-object caches of the policy's namespace.
+    caches: Managed,
     ns: String,
     name: String,
     /// Name of the managed Secret and ConfigMap.
@@ -129,6 +138,7 @@ impl Executor {
             others: &others,
             admitted: o.admitted,
             admission: &o.admission,
+            denied: o.denied.as_deref(),
             cluster: &o.cluster,
             credentials: o.credentials.as_ref(),
             secret: &o.secret,
@@ -159,8 +169,10 @@ impl Executor {
             .or_else(|| self.policy.status.clone())
             .unwrap_or_default();
         let admitted = ctx.admitted(&self.ns);
+        let denied = self.access().await?;
         let cluster = cluster_inputs(ctx);
-        let credentials = if plan::needs_credentials(&self.policy, admitted, &cluster) {
+        let active = admitted && denied.is_none();
+        let credentials = if plan::needs_credentials(&self.policy, active, &cluster) {
             Some(self.credentials().await?)
         } else {
             None
@@ -179,6 +191,7 @@ impl Executor {
             others: self.others(),
             admitted,
             admission: ctx.admission(),
+            denied,
             cluster,
             credentials,
             secret,
@@ -190,9 +203,21 @@ impl Executor {
         })
     }
 
+    /// Why the operator may not work in the policy's namespace (the API server refuses it
+    /// the managed objects there), once its caches there have started.
+    async fn access(&self) -> Result<Option<String>, Error> {
+        if self.caches.ready_within(CACHE_START).await {
+            return Ok(self.caches.denied());
+        }
+        match self.caches.denied() {
+            Some(why) => Ok(Some(why)),
+            None => Err(Error::NotReady(self.ns.clone())),
+        }
+    }
+
     fn observed_secret(&self) -> Observed<SecretData> {
         let recent = self.ctx.recent.secret(&self.key_managed());
-        let cached = self.ctx.secrets.get(&self.managed_ref());
+        let cached = self.caches.secrets.get(&self.managed_ref());
         let data = recent.or_else(|| cached.as_ref().and_then(|s| s.data.clone()));
         Observed {
             data: data.map(SecretData),
@@ -202,7 +227,7 @@ impl Executor {
 
     fn observed_config_map(&self) -> Observed<ConfigMapData> {
         let recent = self.ctx.recent.config_map(&self.key_managed());
-        let cached = self.ctx.config_maps.get(&self.managed_ref());
+        let cached = self.caches.config_maps.get(&self.managed_ref());
         Observed {
             data: recent.or_else(|| cached.as_ref().and_then(|c| c.data.clone())),
             meta: cached.map(|c| c.metadata.clone()),
@@ -263,10 +288,15 @@ impl Executor {
         let sns = slot.secret_ref.namespace.as_deref().unwrap_or(&self.ns);
         let sname = &slot.secret_ref.name;
         let shown = format!("{sns}/{sname}");
-        let secret = Api::<Secret>::namespaced(self.ctx.client.clone(), sns)
+        self.ctx.tenancy.watch_source(sns, sname);
+        let secret = match Api::<Secret>::namespaced(self.ctx.client.clone(), sns)
             .get_opt(sname)
             .await
-            .map_err(Error::kube("reading Secret", &shown))?;
+        {
+            // Not readable: the owner's grant is gone (reported like a missing Secret).
+            Err(e) if errors::category_of(&e) == Category::Forbidden => None,
+            r => r.map_err(Error::kube("reading Secret", &shown))?,
+        };
         let Some(secret) = secret else {
             return Ok(Err(CredentialError::NotAvailable {
                 secret: shown,
@@ -433,7 +463,7 @@ impl Executor {
                     .resource_version
             }
         };
-        let now = self.ctx.secrets.get(&self.managed_ref());
+        let now = self.caches.secrets.get(&self.managed_ref());
         let cached = now
             .as_ref()
             .and_then(|s| s.metadata.resource_version.as_ref());
@@ -451,7 +481,7 @@ impl Executor {
             ..Default::default()
         };
         let after = self.write_managed(&cm, create).await?;
-        let now = self.ctx.config_maps.get(&self.managed_ref());
+        let now = self.caches.config_maps.get(&self.managed_ref());
         let cached = now
             .as_ref()
             .and_then(|c| c.metadata.resource_version.as_ref());

@@ -15,7 +15,7 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::core::PartialObjectMeta;
@@ -23,10 +23,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::objects::{self, Workload, strip};
 use super::recent::{Recent, Seen};
+use super::tenancy::Tenancy;
 use super::{Settings, errors};
 use crate::api::EgressProxyPolicy;
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
@@ -49,9 +50,8 @@ pub struct Ctx {
     pub(crate) daemonsets: Store<DaemonSet>,
     /// Admitted namespaces (label-selected watch); unused with an explicit list.
     pub(crate) namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
-    /// Managed Secrets and ConfigMaps only (label-scoped watches).
-    pub(crate) secrets: Store<Secret>,
-    pub(crate) config_maps: Store<ConfigMap>,
+    /// The managed Secrets and ConfigMaps of each namespace, and source Secret wake-ups.
+    pub(crate) tenancy: Arc<Tenancy>,
     pub(crate) discovery: Discovery,
     pub(crate) failures: Mutex<std::collections::HashMap<(String, String), u32>>,
     pub(crate) recent: Arc<Recent>,
@@ -93,8 +93,6 @@ impl Ctx {
         let _ = self.deployments.wait_until_ready().await;
         let _ = self.statefulsets.wait_until_ready().await;
         let _ = self.daemonsets.wait_until_ready().await;
-        let _ = self.secrets.wait_until_ready().await;
-        let _ = self.config_maps.wait_until_ready().await;
         if let Some(ns) = &self.namespaces {
             let _ = ns.wait_until_ready().await;
         }
@@ -130,31 +128,47 @@ fn cache<K>(
     tasks: &mut JoinSet<()>,
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     modify: fn(&mut K),
-    mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let on_error = |kind: &str, e: &watcher::Error| {
+        let error = errors::describe_watch(e);
+        tracing::warn!(kind = %kind, %error, "watch failed; retrying");
+    };
+    cache_with(tasks, events, modify, on_event, on_error).0
+}
+
+/// [`cache`] with a handler for watch errors (before the retry); also returns the task's
+/// abort handle.
+pub(super) fn cache_with<K>(
+    tasks: &mut JoinSet<()>,
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    modify: fn(&mut K),
+    mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    mut on_error: impl FnMut(&str, &watcher::Error) + Send + 'static,
+) -> (Store<K>, AbortHandle)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<K>();
     let kind = K::kind(&()).to_string();
     let stream = events.modify(modify).default_backoff().reflect(writer);
-    tasks.spawn(async move {
+    let handle = tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(e) => on_event(&e),
-                Err(e) => {
-                    let error = errors::describe_watch(&e);
-                    tracing::warn!(kind = %kind, %error, "watch failed; retrying");
-                }
+                Err(e) => on_error(&kind, &e),
             }
         }
     });
-    store
+    (store, handle)
 }
 
 /// The objects an event touches, with whether they were deleted.
-fn touched<K>(e: &watcher::Event<K>) -> Option<(&K, bool)> {
+pub(super) fn touched<K>(e: &watcher::Event<K>) -> Option<(&K, bool)> {
     match e {
         watcher::Event::Apply(o) | watcher::Event::InitApply(o) => Some((o, false)),
         watcher::Event::Delete(o) => Some((o, true)),
@@ -162,7 +176,7 @@ fn touched<K>(e: &watcher::Event<K>) -> Option<(&K, bool)> {
     }
 }
 
-fn key_of<K: Resource>(o: &K) -> (String, String) {
+pub(super) fn key_of<K: Resource>(o: &K) -> (String, String) {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
 
@@ -185,7 +199,7 @@ impl Relist {
     }
 }
 
-fn seen<K: Resource>(o: &K, deleted: bool) -> Seen<'_> {
+pub(super) fn seen<K: Resource>(o: &K, deleted: bool) -> Seen<'_> {
     if deleted {
         Seen::Deleted
     } else {
@@ -257,62 +271,6 @@ impl Wiring<'_> {
             }
         })
     }
-
-    /// The managed Secrets: label-scoped; a change wakes the policy they belong to.
-    pub fn managed_secrets(&mut self) -> Store<Secret> {
-        let (t, recent) = (self.trigger.clone(), self.recent.clone());
-        let events = watcher(scoped::<Secret>(self.client, self.scope), managed());
-        let mut relist = Relist::default();
-        cache(self.tasks, events, strip, move |e| {
-            if let Some(since) = relist.done(e) {
-                recent.relisted_secrets(since);
-            }
-            if let Some((o, deleted)) = touched(e) {
-                recent.saw_secret(&key_of(o), seen(o, deleted));
-                wake(&t, policy_of(o));
-            }
-        })
-    }
-
-    /// The managed ConfigMaps, the same way.
-    pub fn managed_config_maps(&mut self) -> Store<ConfigMap> {
-        let (t, recent) = (self.trigger.clone(), self.recent.clone());
-        let events = watcher(scoped::<ConfigMap>(self.client, self.scope), managed());
-        let mut relist = Relist::default();
-        cache(self.tasks, events, strip, move |e| {
-            if let Some(since) = relist.done(e) {
-                recent.relisted_config_maps(since);
-            }
-            if let Some((o, deleted)) = touched(e) {
-                recent.saw_config_map(&key_of(o), seen(o, deleted));
-                wake(&t, policy_of(o));
-            }
-        })
-    }
-
-    /// Source Secrets: metadata only and not cached (their data is read when needed); a
-    /// change wakes the policies, of any controller, whose slots name the Secret.
-    pub fn source_secrets(&mut self, routes: &[Route]) {
-        let routes = routes.to_vec();
-        let api = scoped::<PartialObjectMeta<Secret>>(self.client, self.scope);
-        let stream = watcher(api, config()).default_backoff().touched_objects();
-        self.tasks.spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(m) => {
-                        for (p, t) in &routes {
-                            wake(t, policies_using(p, &m));
-                        }
-                    }
-                    Err(e) => {
-                        let error = errors::describe_watch(&e);
-                        tracing::warn!(kind = "Secret", %error, "watch failed; retrying");
-                    }
-                }
-            }
-        });
-    }
 }
 
 /// Starts the discovery caches; every change is announced on each of `changed` (one per
@@ -323,7 +281,6 @@ pub(super) fn discovery(
     changed: &[mpsc::UnboundedSender<()>],
 ) -> Discovery {
     let c = client.clone();
-    let by_name = |name: &str| config().fields(&format!("metadata.name={name}"));
     let kubernetes = Api::<Service>::namespaced(c.clone(), "default");
     let slices = Api::<EndpointSlice>::namespaced(c.clone(), "default");
     let slice_config = config().labels("kubernetes.io/service-name=kubernetes");
@@ -368,19 +325,30 @@ fn ping<E>(changed: &[mpsc::UnboundedSender<()>]) -> impl FnMut(&E) + Send + 'st
     }
 }
 
+/// A watch config for one object, by name.
+pub(super) fn by_name(name: &str) -> watcher::Config {
+    config().fields(&format!("metadata.name={name}"))
+}
+
 /// The managed-object watch config (label-scoped).
-fn managed() -> watcher::Config {
+pub(super) fn managed() -> watcher::Config {
     config().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
 }
 
-fn wake(trigger: &Trigger, policies: impl IntoIterator<Item = ObjectRef<EgressProxyPolicy>>) {
+pub(super) fn wake(
+    trigger: &Trigger,
+    policies: impl IntoIterator<Item = ObjectRef<EgressProxyPolicy>>,
+) {
     for p in policies {
         let _ = trigger.unbounded_send(p);
     }
 }
 
 /// Policies of one namespace.
-fn policies_in(store: &Store<EgressProxyPolicy>, ns: &str) -> Vec<ObjectRef<EgressProxyPolicy>> {
+pub(super) fn policies_in(
+    store: &Store<EgressProxyPolicy>,
+    ns: &str,
+) -> Vec<ObjectRef<EgressProxyPolicy>> {
     store
         .state()
         .iter()
@@ -390,25 +358,25 @@ fn policies_in(store: &Store<EgressProxyPolicy>, ns: &str) -> Vec<ObjectRef<Egre
 }
 
 /// The policy a managed object belongs to, by its policy label.
-fn policy_of<K: Resource>(o: &K) -> Option<ObjectRef<EgressProxyPolicy>> {
+pub(super) fn policy_of<K: Resource>(o: &K) -> Option<ObjectRef<EgressProxyPolicy>> {
     let name = o.meta().labels.as_ref()?.get(POLICY_LABEL)?;
     let ns = o.meta().namespace.as_ref()?;
     Some(ObjectRef::new(name).within(ns))
 }
 
-/// Policies whose credential slots name this Secret.
-fn policies_using(
+/// Policies whose credential slots name this Secret (`namespace`, `name`).
+pub(super) fn policies_using(
     store: &Store<EgressProxyPolicy>,
-    secret: &PartialObjectMeta<Secret>,
+    (ns, name): &(String, String),
 ) -> Vec<ObjectRef<EgressProxyPolicy>> {
-    let (ns, name) = key_of(secret);
     store
         .state()
         .iter()
         .filter(|p| {
             let pns = p.namespace().unwrap_or_default();
             p.spec.proxy.credentials.iter().any(|c| {
-                c.secret_ref.name == name && c.secret_ref.namespace.as_deref().unwrap_or(&pns) == ns
+                &c.secret_ref.name == name
+                    && c.secret_ref.namespace.as_deref().unwrap_or(&pns) == ns
             })
         })
         .map(|p| ObjectRef::from_obj(p.as_ref()))

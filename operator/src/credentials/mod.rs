@@ -179,11 +179,12 @@ pub fn parse_source(
 /// Why a credential slot cannot be used. Messages never contain a credential value.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum CredentialError {
-    /// Missing, or not granted: one message for both, so that status does not tell whether
-    /// another namespace has a Secret of that name.
+    /// Missing, unreadable, or not granted: one message for all, so that status does not
+    /// tell whether another namespace has a Secret of that name.
     #[error(
-        "Secret {secret} is not available to namespace {namespace}: it does not exist, or it is \
-         in another namespace and its annotation {ALLOWED_NAMESPACES} does not list {namespace}"
+        "Secret {secret} is not available to namespace {namespace}: it does not exist, the \
+         operator may not read it, or it is in another namespace and its annotation \
+         {ALLOWED_NAMESPACES} does not list {namespace}"
     )]
     NotAvailable { secret: String, namespace: String },
     #[error("spec.proxy.active {active:?} names no credential slot")]

@@ -103,6 +103,9 @@ pub struct Inputs<'a> {
     pub admitted: bool,
     /// How the admin admits namespaces, for messages: `namespace selector "..."`.
     pub admission: &'a str,
+    /// Why the API server refuses the operator the managed objects of this namespace (no
+    /// tenant role bound there): nothing there can be written.
+    pub denied: Option<&'a str>,
     pub cluster: &'a ClusterInputs,
     /// The active slot's check; `None` when [`needs_credentials`] said it is not needed.
     pub credentials: Option<&'a Result<ProxyUrls, CredentialError>>,
@@ -289,6 +292,13 @@ pub fn plan(i: &Inputs) -> Plan {
         return release_all(i, plan, verdict);
     }
     let (facts, config) = evaluate::evaluate(i);
+    if let Some(why) = i.denied {
+        plan.verdict = Verdict::Blocked {
+            blocker: not_authorized(i, why),
+            facts: Box::new(facts),
+        };
+        return plan;
+    }
     let name = p.name_any();
     let checked = selector(p).and_then(|s| {
         let (rendered, urls) = config?;
@@ -310,6 +320,19 @@ pub fn plan(i: &Inputs) -> Plan {
             plan
         }
         Ok((s, rendered, urls)) => applied::plan(i, plan, &s, rendered, &urls, facts),
+    }
+}
+
+fn not_authorized(i: &Inputs, why: &str) -> Blocker {
+    let ns = i.policy.namespace().unwrap_or_default();
+    Blocker {
+        reason: reason::NAMESPACE_NOT_AUTHORIZED,
+        message: format!(
+            "the operator may not manage Secrets and ConfigMaps in namespace {ns} ({why}); \
+             the namespace's admin opts in by binding the ClusterRole \
+             egress-proxy-operator-tenant to the operator's ServiceAccount there"
+        ),
+        withdrawn: false,
     }
 }
 
@@ -381,8 +404,16 @@ fn revoke(i: &Inputs, plan: Plan, blocker: Blocker, facts: DiscoveredFacts) -> P
 }
 
 /// Deletion or a namespace that lost the opt-in: release every workload that carries what
-/// this policy added, delete the managed objects, then remove the finalizer.
+/// this policy added, delete the managed objects, then remove the finalizer. Nothing is
+/// written where the operator was refused access.
 fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
+    plan.remove_finalizer = i.policy.finalizers().iter().any(|f| f == FINALIZER);
+    plan.verdict = verdict;
+    if i.denied.is_some() {
+        // The namespace withdrew the operator's access: nothing there can be undone, and a
+        // deleted policy must not hang on it.
+        return plan;
+    }
     let data = i.secret.data.clone().unwrap_or_default();
     let own = own_names(i.policy);
     let mut workloads: Vec<&WorkloadView> = i.workloads.iter().collect();
@@ -403,8 +434,6 @@ fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
     if i.config_map.exists(&name) {
         plan.config_map = Change::Delete;
     }
-    plan.remove_finalizer = i.policy.finalizers().iter().any(|f| f == FINALIZER);
-    plan.verdict = verdict;
     plan
 }
 

@@ -105,6 +105,7 @@ struct World {
     policy: EgressProxyPolicy,
     others: Vec<EgressProxyPolicy>,
     admitted: bool,
+    denied: Option<String>,
     cluster: ClusterInputs,
     credentials: Option<Result<ProxyUrls, CredentialError>>,
     secret: Observed<SecretData>,
@@ -122,6 +123,7 @@ impl World {
             policy: policy("outbound", "2026-01-02T00:00:00Z", spec),
             others: Vec::new(),
             admitted: true,
+            denied: None,
             cluster: cluster(),
             credentials: Some(urls(URL)),
             secret: Observed::default(),
@@ -140,6 +142,7 @@ impl World {
             others: &others,
             admitted: self.admitted,
             admission: "namespace selector \"egressproxy.io/enabled=true\"",
+            denied: self.denied.as_deref(),
             cluster: &self.cluster,
             credentials: self.credentials.as_ref(),
             secret: &self.secret,
@@ -1253,4 +1256,37 @@ fn a_container_name_no_workload_has_is_reported_and_rolls_nothing() {
         "{}",
         s.conditions[0].message
     );
+}
+
+#[test]
+fn a_namespace_that_refuses_the_operator_is_reported_and_nothing_is_written() {
+    let mut w = settled(json!({}));
+    w.denied = Some("listing failed: 403 Forbidden: secrets is forbidden".into());
+    w.credentials = None;
+    let p = w.plan();
+    assert_eq!(ids(&p), Vec::<String>::new());
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    let r = p.report(&[], &now());
+    assert_eq!(
+        ready(&r),
+        ("False".into(), reason::NAMESPACE_NOT_AUTHORIZED.into())
+    );
+    let message = &r.status.expect("status").conditions[0].message;
+    assert!(
+        message.contains("namespace team-a (listing failed: 403")
+            && message.contains("egress-proxy-operator-tenant"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_deleted_policy_whose_namespace_refuses_the_operator_does_not_hang() {
+    let mut w = settled(json!({}));
+    w.policy.metadata.deletion_timestamp = Some(now());
+    w.denied = Some("403".into());
+    w.credentials = None;
+    let p = w.plan();
+    assert_eq!(ids(&p), Vec::<String>::new());
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    assert!(p.completion(&[]).remove_finalizer);
 }
