@@ -7,7 +7,7 @@
 //! that started after the write (the write is in it) forgets it too. [`LIFETIME`] is a last
 //! resort, far beyond any healthy cache's lag.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,15 +30,19 @@ struct Written<V> {
     value: V,
 }
 
-struct Writes<K, V>(Mutex<HashMap<K, Written<V>>>);
+/// How many of the latest (object, version) pairs a cache applied are kept: a write's reply
+/// can arrive after the cache has already applied its version (and a newer one).
+const SEEN: usize = 1024;
+
+struct Writes<K, V>(Mutex<HashMap<K, Written<V>>>, Mutex<VecDeque<(K, String)>>);
 
 impl<K, V> Default for Writes<K, V> {
     fn default() -> Self {
-        Writes(Mutex::new(HashMap::new()))
+        Writes(Mutex::new(HashMap::new()), Mutex::new(VecDeque::new()))
     }
 }
 
-impl<K: Eq + Hash, V: Clone> Writes<K, V> {
+impl<K: Eq + Hash + Clone, V: Clone> Writes<K, V> {
     fn recall(&self, key: &K, now: Instant) -> Option<V> {
         let mut m = self.0.lock().ok()?;
         let w = m.get(key)?;
@@ -49,12 +53,22 @@ impl<K: Eq + Hash, V: Clone> Writes<K, V> {
         None
     }
 
-    /// Remembers a write, unless the cache already holds the version it produced.
+    /// Remembers a write, unless the cache already holds (or held) the version it produced;
+    /// either way it supersedes what was remembered of `key` before.
     fn remember(&self, key: K, cached: Option<&String>, after: Option<String>, value: V) {
-        if after.is_some() && cached == after.as_ref() {
+        let Ok(mut m) = self.0.lock() else {
             return;
-        }
-        if let Ok(mut m) = self.0.lock() {
+        };
+        let applied = after.as_ref().is_some_and(|a| {
+            cached == Some(a)
+                || self
+                    .1
+                    .lock()
+                    .is_ok_and(|seen| seen.iter().any(|(k, v)| *k == key && v == a))
+        });
+        if applied {
+            m.remove(&key);
+        } else {
             let at = Instant::now();
             m.insert(key, Written { after, at, value });
         }
@@ -62,6 +76,12 @@ impl<K: Eq + Hash, V: Clone> Writes<K, V> {
 
     /// The cache applied `key` at `version`.
     fn saw(&self, key: &K, version: Option<&String>) {
+        if let (Some(v), Ok(mut seen)) = (version, self.1.lock()) {
+            if seen.len() == SEEN {
+                seen.pop_front();
+            }
+            seen.push_back((key.clone(), v.clone()));
+        }
         if let Ok(mut m) = self.0.lock()
             && m.get(key).is_some_and(|w| w.after.as_ref() == version)
         {
@@ -207,7 +227,7 @@ impl Recent {
     }
 }
 
-fn see<K: Eq + Hash, V: Clone>(w: &Writes<K, V>, key: &K, seen: Seen) {
+fn see<K: Eq + Hash + Clone, V: Clone>(w: &Writes<K, V>, key: &K, seen: Seen) {
     match seen {
         Seen::Applied(version) => w.saw(key, version),
         Seen::Deleted => w.forget(key),
@@ -259,6 +279,21 @@ mod tests {
         let w: Writes<&str, u32> = Writes::default();
         w.remember("k", rv("9").as_ref(), rv("9"), 3);
         assert_eq!(w.recall(&"k", Instant::now()), None);
+    }
+
+    #[test]
+    fn a_write_whose_reply_comes_after_the_cache_moved_past_it_is_not_remembered() {
+        let w: Writes<&str, u32> = Writes::default();
+        w.remember("k", rv("1").as_ref(), rv("2"), 1);
+        // The next write's version is applied, then a newer one, before its reply is read.
+        w.saw(&"k", rv("4").as_ref());
+        w.saw(&"k", rv("5").as_ref());
+        w.remember("k", rv("5").as_ref(), rv("4"), 2);
+        assert_eq!(
+            w.recall(&"k", Instant::now()),
+            None,
+            "neither the new write nor the one it superseded"
+        );
     }
 
     #[test]
