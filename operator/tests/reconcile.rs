@@ -954,6 +954,12 @@ async fn runs_with_exactly_the_shipped_rbac() {
             let _ = stopped.await;
         },
     ));
+    // Until the namespace's admin binds the tenant role, nothing is written there.
+    wait_reason(&env, "team-a", "outbound", "NamespaceNotAuthorized").await;
+    assert_eq!(hash(&env.deployment("team-a", "api").await), None);
+    env.sim
+        .apply_yaml(include_str!("../../deploy/tenant.yaml"))
+        .unwrap();
     let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     assert_eq!(p.status.unwrap().workloads.unwrap().up_to_date, 3);
     // Deleting the policy exercises the cleanup permissions too.

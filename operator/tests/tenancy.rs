@@ -1,0 +1,487 @@
+//! Tenancy, black box: the shipped RBAC (deploy/), the operator binary running with that
+//! ServiceAccount's token, and raw HTTP requests with the same token. What the token can and
+//! cannot do is measured here and must match the table in docs/security.md.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{Env, eventually, hash, wait_reason};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::client::Body;
+use serde_json::{Value, json};
+
+const RBAC: &str = include_str!("../../deploy/rbac.yaml");
+const TENANT: &str = include_str!("../../deploy/tenant.yaml");
+const GRANT: &str = include_str!("../../deploy/source-grant.yaml");
+const SECURITY: &str = include_str!("../../docs/security.md");
+
+/// The password of the shared source Secret: it must show up nowhere but in Secrets.
+const PASSWORD: &str = "tenancy-sentinel-0x5e";
+
+const CLUSTER: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: platform}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: other, namespace: platform}
+stringData: {token: platform-internal}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b, labels: {egressproxy.io/enabled: "true"}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-n}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: admin-token, namespace: kube-system}
+stringData: {token: cluster-admin}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: admin, namespace: kube-system}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: node-agent, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: node-agent}}
+  template:
+    metadata: {labels: {app: node-agent}}
+    spec: {containers: [{name: agent, image: agent:1}]}
+"#;
+
+/// One policy `corp` and one Deployment `api` in `ns`, using the shared Secret.
+fn team(ns: &str) -> String {
+    format!(
+        r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {{name: corp, namespace: {ns}}}
+spec:
+  workloadSelector: {{matchLabels: {{egress: proxied}}}}
+  proxy:
+    credentials: [{{name: main, secretRef: {{name: corp-proxy, namespace: platform}}}}]
+    active: main
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: api, namespace: {ns}, labels: {{egress: proxied}}}}
+spec:
+  selector: {{matchLabels: {{app: api}}}}
+  template:
+    metadata: {{labels: {{app: api}}}}
+    spec: {{containers: [{{name: api, image: api:1}}]}}
+"#
+    )
+}
+
+/// team-n never opted in; its own Deployment carries its own config-hash annotation and
+/// takes HTTPS_PROXY from its own Secret that happens to have the managed name.
+const TEAM_N_OWN: &str = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: egress-proxy-corp, namespace: team-n}
+stringData: {HTTPS_PROXY: "http://own-proxy:3128"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: own, namespace: team-n, labels: {egress: proxied}}
+spec:
+  selector: {matchLabels: {app: own}}
+  template:
+    metadata:
+      labels: {app: own}
+      annotations: {egressproxy.io/config-hash: teams-own}
+    spec:
+      containers:
+        - name: own
+          image: own:1
+          env:
+            - name: HTTPS_PROXY
+              valueFrom: {secretKeyRef: {name: egress-proxy-corp, key: HTTPS_PROXY}}
+"#;
+
+async fn cluster() -> Env {
+    let env = Env::new(CLUSTER).await;
+    env.sim.apply_yaml(RBAC).expect("rbac");
+    let grant = GRANT.replace("change-me", PASSWORD);
+    env.sim.apply_yaml(&grant).expect("source grant");
+    env.sim.apply_yaml(TENANT).expect("team-a opts in");
+    for ns in ["team-a", "team-b", "team-n"] {
+        env.sim.apply_yaml(&team(ns)).expect("team");
+    }
+    env.sim.apply_yaml(TEAM_N_OWN).expect("team-n's own");
+    env
+}
+
+fn token(env: &Env) -> String {
+    env.sim
+        .service_account_token("egress-proxy-system", "egress-proxy-operator")
+}
+
+/// One request with the operator's token; the status code.
+async fn code(client: &kube::Client, method: &str, path: &str, body: Option<Value>) -> u16 {
+    let content_type = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(Body::from(body))
+        .expect("request");
+    client.send(req).await.expect("send").status().as_u16()
+}
+
+/// What a stolen token of the shipped ServiceAccount can do: (what, method, path, body,
+/// status code, can it).
+fn attempts() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<Value>,
+    bool,
+)> {
+    let token_secret = json!({"metadata": {"name": "minted", "annotations":
+        {"kubernetes.io/service-account.name": "admin"}},
+        "type": "kubernetes.io/service-account-token"});
+    let crb = json!({"metadata": {"name": "own-cluster"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "egress-proxy-operator", "namespace": "egress-proxy-system"}]});
+    let rb = json!({"metadata": {"name": "opt-in"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "egress-proxy-operator-tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": "egress-proxy-operator", "namespace": "egress-proxy-system"}]});
+    let privileged = json!({"spec": {"template": {"spec": {"hostPID": true, "containers":
+        [{"name": "agent", "image": "evil:1", "securityContext": {"privileged": true}}]}}}});
+    let proxy_env = json!({"spec": {"template": {"spec": {"containers":
+        [{"name": "api", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}}}});
+    let secret = json!({"metadata": {"name": "egress-proxy-x"}, "type": "Opaque"});
+    let label = json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}});
+    vec![
+        (
+            "read a Secret in kube-system",
+            "GET",
+            "/api/v1/namespaces/kube-system/secrets/admin-token",
+            None,
+            false,
+        ),
+        (
+            "list the Secrets of every namespace",
+            "GET",
+            "/api/v1/secrets",
+            None,
+            false,
+        ),
+        (
+            "list the Secrets of a namespace that did not opt in",
+            "GET",
+            "/api/v1/namespaces/team-n/secrets",
+            None,
+            false,
+        ),
+        (
+            "read the source Secret its owner granted",
+            "GET",
+            "/api/v1/namespaces/platform/secrets/corp-proxy",
+            None,
+            true,
+        ),
+        (
+            "read another Secret of the source namespace",
+            "GET",
+            "/api/v1/namespaces/platform/secrets/other",
+            None,
+            false,
+        ),
+        (
+            "list the Secrets of an opted-in namespace",
+            "GET",
+            "/api/v1/namespaces/team-a/secrets",
+            None,
+            true,
+        ),
+        (
+            "mint a token: create a service-account-token Secret in kube-system",
+            "POST",
+            "/api/v1/namespaces/kube-system/secrets",
+            Some(token_secret),
+            false,
+        ),
+        (
+            "mint a token: TokenRequest for a kube-system ServiceAccount",
+            "POST",
+            "/api/v1/namespaces/kube-system/serviceaccounts/admin/token",
+            Some(json!({"spec": {"audiences": []}})),
+            false,
+        ),
+        (
+            "create a ClusterRoleBinding",
+            "POST",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            Some(crb),
+            false,
+        ),
+        (
+            "bind the tenant role itself in a namespace that did not opt in",
+            "POST",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/team-n/rolebindings",
+            Some(rb),
+            false,
+        ),
+        (
+            "opt a namespace in: label it",
+            "PATCH",
+            "/api/v1/namespaces/team-n",
+            Some(label),
+            false,
+        ),
+        (
+            "patch a kube-system DaemonSet to a privileged image",
+            "PATCH",
+            "/apis/apps/v1/namespaces/kube-system/daemonsets/node-agent",
+            Some(privileged),
+            false,
+        ),
+        (
+            "set HTTPS_PROXY on a workload of a namespace that did not opt in",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-n/deployments/own",
+            Some(proxy_env.clone()),
+            false,
+        ),
+        (
+            "create a Secret in a namespace that did not opt in",
+            "POST",
+            "/api/v1/namespaces/team-n/secrets",
+            Some(secret.clone()),
+            false,
+        ),
+        (
+            "list the ConfigMaps of every namespace",
+            "GET",
+            "/api/v1/configmaps",
+            None,
+            false,
+        ),
+        ("list Pods", "GET", "/api/v1/pods", None, false),
+        (
+            "delete a Namespace",
+            "DELETE",
+            "/api/v1/namespaces/team-n",
+            None,
+            false,
+        ),
+        (
+            "read the workloads of every namespace (their pod templates)",
+            "GET",
+            "/apis/apps/v1/deployments",
+            None,
+            true,
+        ),
+        (
+            "create a Secret in an opted-in namespace",
+            "POST",
+            "/api/v1/namespaces/team-a/secrets",
+            Some(secret),
+            true,
+        ),
+        (
+            "set HTTPS_PROXY on a workload of an opted-in namespace",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(proxy_env),
+            true,
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
+    let env = cluster().await;
+    let client = env.sim.client_with_token(&token(&env)).expect("client");
+    let mut table = String::new();
+    let mut wrong = Vec::new();
+    for (what, method, path, body, can) in attempts() {
+        let status = code(&client, method, path, body).await;
+        let allowed = (200..300).contains(&status);
+        let row = format!(
+            "| {what} | {} ({status}) |",
+            if allowed { "yes" } else { "no" }
+        );
+        if allowed != can {
+            wrong.push(row.clone());
+        }
+        if !SECURITY.contains(&row) {
+            wrong.push(format!("not in docs/security.md: {row}"));
+        }
+        table.push_str(&row);
+        table.push('\n');
+    }
+    assert!(wrong.is_empty(), "{}\nmeasured:\n{table}", wrong.join("\n"));
+}
+
+/// The operator binary, run as the shipped ServiceAccount; its logs go to a file.
+struct Running {
+    child: Child,
+    logs: PathBuf,
+}
+
+impl Running {
+    fn start(env: &Env, dir: &Path) -> Running {
+        let kubeconfig = dir.join("kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: operator, user: {{token: \"{}\"}}}}]\n\
+             contexts: [{{name: sim, context: {{cluster: sim, user: operator}}}}]\n\
+             current-context: sim\n",
+            env.sim.base_url(),
+            token(env)
+        );
+        std::fs::write(&kubeconfig, config).expect("kubeconfig");
+        let logs = dir.join("operator.log");
+        let out = std::fs::File::create(&logs).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+            .args([
+                "run",
+                "--source-recheck",
+                "1",
+                "--log-level",
+                "debug",
+                "--kubeconfig",
+            ])
+            .arg(&kubeconfig)
+            .stdout(out.try_clone().expect("log file"))
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the operator");
+        Running { child, logs }
+    }
+
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::fs::read_to_string(&self.logs).expect("logs")
+    }
+}
+
+async fn managed_keys(env: &Env, ns: &str) -> Option<Vec<String>> {
+    let s = Api::<Secret>::namespaced(env.client.clone(), ns)
+        .get_opt("egress-proxy-corp")
+        .await
+        .expect("get");
+    s.map(|s| s.data.unwrap_or_default().into_keys().collect())
+}
+
+async fn released(env: &Env, ns: &str) -> Option<()> {
+    hash(&env.deployment(ns, "api").await)
+        .is_none()
+        .then_some(())
+}
+
+/// Removes (or restores) team-a from the shared Secret's grant annotation.
+async fn grant_to(env: &Env, namespaces: &str) {
+    let patch =
+        json!({"metadata": {"annotations": {"egressproxy.io/allowed-namespaces": namespaces}}});
+    Api::<Secret>::namespaced(env.client.clone(), "platform")
+        .patch("corp-proxy", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch grant");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_rbac_confines_the_operator_and_withdrawals_take_the_credential_away() {
+    let env = cluster().await;
+    let dir = std::env::temp_dir().join(format!("epo-tenancy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let own = env.deployment("team-n", "own").await.spec;
+    let op = Running::start(&env, &dir);
+
+    // team-a opted in and was granted the Secret; team-b is labelled but bound nothing;
+    // team-n did not opt in, and its own objects are not touched.
+    wait_reason(&env, "team-a", "corp", "Reconciled").await;
+    assert!(hash(&env.deployment("team-a", "api").await).is_some());
+    wait_reason(&env, "team-b", "corp", "NamespaceNotAuthorized").await;
+    assert_eq!(managed_keys(&env, "team-b").await, None);
+    assert_eq!(hash(&env.deployment("team-b", "api").await), None);
+    wait_reason(&env, "team-n", "corp", "NamespaceNotEnabled").await;
+    let now = env.deployment("team-n", "own").await;
+    assert_eq!(now.spec, own, "team-n's Deployment was changed");
+    assert_eq!(hash(&now).as_deref(), Some("teams-own"));
+    assert_eq!(
+        managed_keys(&env, "team-n").await,
+        Some(vec!["HTTPS_PROXY".into()])
+    );
+
+    // The owner takes team-a out of the annotation: the credential goes at once.
+    grant_to(&env, "team-b").await;
+    wait_reason(&env, "team-a", "corp", "SecretNotAvailable").await;
+    let keys = managed_keys(&env, "team-a").await.expect("managed Secret");
+    assert!(!keys.iter().any(|k| k.ends_with("_PROXY")), "{keys:?}");
+    eventually("team-a's workload released", || released(&env, "team-a")).await;
+
+    // Granted again, then the owner deletes the Role: the next watch is refused.
+    grant_to(&env, "team-a, team-b").await;
+    wait_reason(&env, "team-a", "corp", "Reconciled").await;
+    Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(env.client.clone(), "platform")
+        .delete("egress-proxy-operator-read-corp-proxy", &Default::default())
+        .await
+        .expect("delete the grant Role");
+    let p = wait_reason(&env, "team-a", "corp", "SecretNotAvailable").await;
+    let message = common::ready_message(&p);
+    assert!(
+        message.contains("it does not exist, the operator may not read it"),
+        "{message}"
+    );
+    let keys = managed_keys(&env, "team-a").await.expect("managed Secret");
+    assert!(!keys.iter().any(|k| k.ends_with("_PROXY")), "{keys:?}");
+    eventually("team-a's workload released", || released(&env, "team-a")).await;
+
+    // The namespace's admin opts out (label first): everything the operator added goes.
+    let patch = json!({"metadata": {"labels": {"egressproxy.io/enabled": null}}});
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .patch("team-a", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("opt out");
+    wait_reason(&env, "team-a", "corp", "NamespaceNotEnabled").await;
+    eventually("team-a's managed Secret deleted", || async {
+        managed_keys(&env, "team-a").await.is_none().then_some(())
+    })
+    .await;
+
+    let logs = op.stop();
+    assert!(
+        logs.contains("reconciled"),
+        "the operator logged nothing:\n{logs}"
+    );
+    assert!(
+        !logs.contains(PASSWORD),
+        "the password is in the operator's logs"
+    );
+    let events = env.client.request_text(
+        http::Request::get("/apis/events.k8s.io/v1/events")
+            .body(Vec::new())
+            .expect("req"),
+    );
+    let events = events.await.expect("events");
+    assert!(events.contains("SecretNotAvailable") && !events.contains(PASSWORD));
+    for ns in ["team-a", "team-b", "team-n"] {
+        let status = serde_json::to_string(&env.policy(ns, "corp").await.status).expect("json");
+        assert!(
+            !status.contains(PASSWORD),
+            "{ns}: the password is in status"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
