@@ -202,6 +202,15 @@ pub(crate) fn create_with(
     }
     validate_custom(store, &rt, &mut body)?;
     normalize(store, &rt, &mut body, None)?;
+    crate::admission::admit(
+        store,
+        &crate::admission::Write {
+            t: &t,
+            operation: "CREATE",
+            object: Some(&body),
+            old: None,
+        },
+    )?;
     let managed = managed.or_else(|| {
         let manager = t.manager.as_deref()?;
         crate::apply::update_entries(store, &rt, &json!({}), &body, manager, None)
@@ -344,6 +353,15 @@ pub(crate) fn update_with(
     }
     validate_custom(store, &rt, &mut new)?;
     normalize(store, &rt, &mut new, Some(&old))?;
+    crate::admission::admit(
+        store,
+        &crate::admission::Write {
+            t,
+            operation: "UPDATE",
+            object: Some(&new),
+            old: Some(&old),
+        },
+    )?;
     if !has_managed && let Some(manager) = t.manager.as_deref() {
         let mf =
             crate::apply::update_entries(store, &rt, &old, &new, manager, t.subresource.as_deref());
@@ -455,6 +473,7 @@ pub fn seed(store: &mut Store, rt: &ResourceType, obj: Value) -> ApiResult<Value
         name: None,
         subresource: None,
         manager: None,
+        user: None,
     };
     create(store, &t, obj, false)
 }

@@ -31,6 +31,7 @@ fn target(
         name: name.map(str::to_string),
         subresource: None,
         manager: Some(MANAGER.into()),
+        user: None,
     })
 }
 

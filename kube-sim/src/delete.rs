@@ -88,6 +88,15 @@ pub fn delete(store: &mut Store, t: &Target, opts: &DeleteOptions) -> ApiResult<
             )],
         ));
     }
+    crate::admission::admit(
+        store,
+        &crate::admission::Write {
+            t,
+            operation: "DELETE",
+            object: None,
+            old: Some(&old),
+        },
+    )?;
     if opts.dry_run {
         return Ok((200, output(&rt, &old)));
     }

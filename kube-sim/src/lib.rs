@@ -3,6 +3,7 @@
 //! Start it in-process with [`KubeSim::start`], or run the `kube-sim` binary.
 
 pub(crate) mod accept;
+pub(crate) mod admission;
 pub(crate) mod api;
 pub(crate) mod apply;
 pub(crate) mod auth;

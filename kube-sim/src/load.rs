@@ -146,6 +146,7 @@ pub fn apply_documents(store: &mut Store, docs: Vec<(PathBuf, Value)>) -> Result
             name: Some(name.clone()),
             subresource: None,
             manager: Some("kube-sim-load".into()),
+            user: None,
         };
         let result = if api::get(store, &t).is_ok() {
             api::update(store, &t, v, false)

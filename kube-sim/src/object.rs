@@ -18,6 +18,8 @@ pub struct Target {
     pub subresource: Option<String>,
     /// Field manager of a write (fieldManager, else derived from the User-Agent).
     pub manager: Option<String>,
+    /// Who sent a write (the name admission policies see as `request.userInfo.username`).
+    pub user: Option<String>,
 }
 
 impl Target {

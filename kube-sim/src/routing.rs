@@ -113,6 +113,7 @@ pub fn route(reg: &Registry, path: &str) -> ApiResult<Route> {
                 name,
                 subresource: sub,
                 manager: None,
+                user: None,
             }
         }
         [plural, tail @ ..] => {
@@ -132,6 +133,7 @@ pub fn route(reg: &Registry, path: &str) -> ApiResult<Route> {
                 name,
                 subresource: sub,
                 manager: None,
+                user: None,
             }
         }
         [] => return Err(not_found()),

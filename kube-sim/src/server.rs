@@ -360,6 +360,7 @@ async fn resource(
     let method = req.method().clone();
     let mut t = t;
     t.manager = Some(field_manager(&q, &req));
+    t.user = Some(user.name());
     let watching = legacy_watch || flag(&q, "watch");
     let verb = verb_of(&method, &t, watching);
     crate::auth::authorize(&shared.lock(), &user, verb, &authorized_as(&t, verb, &q))?;

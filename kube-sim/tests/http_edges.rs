@@ -874,3 +874,90 @@ stringData: {c: d}
     assert_eq!(code(secrets.get("shared").await.map(|_| 0)), 200);
     assert_eq!(code(secrets.get("other").await.map(|_| 0)), 403);
 }
+
+/// ValidatingAdmissionPolicy: match conditions select, validations deny with the real
+/// message, messageExpression and failurePolicy behave as on a real API server.
+#[tokio::test]
+async fn validating_admission_policies_deny_what_they_select() {
+    let (sim, admin) = start().await;
+    sim.apply_yaml(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: labelled}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [configmaps]}
+  matchConditions:
+  - {name: not-exempt, expression: "!object.metadata.name.startsWith('exempt-')"}
+  validations:
+  - expression: "has(object.metadata.labels) && 'app.kubernetes.io/team' in object.metadata.labels && object.metadata.labels['app.kubernetes.io/team'] == 'a'"
+    messageExpression: "'configmap ' + object.metadata.name + ' needs the team label'"
+  - expression: "object.data.missing == 'x'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: labelled}
+spec: {policyName: labelled, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: lenient}
+spec:
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]}
+  validations:
+  - expression: "object.nothing.here == 1"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: lenient}
+spec: {policyName: lenient, validationActions: [Deny]}
+"#,
+    )
+    .expect("policies");
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    let cm = |name: &str, labels: serde_json::Value, data: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": data}))
+            .expect("cm")
+    };
+    let pp = PostParams::default();
+    match cms.create(&pp, &cm("plain", json!({}), json!({}))).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+            assert_eq!(
+                s.message,
+                "ValidatingAdmissionPolicy 'labelled' with binding 'labelled' denied request: configmap plain needs the team label"
+            );
+        }
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    // Labelled, but the second validation's field is missing: an error, and failurePolicy
+    // defaults to Fail.
+    let team = json!({"app.kubernetes.io/team": "a"});
+    match cms
+        .create(&pp, &cm("labelled", team.clone(), json!({})))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("resulted in error"), "{}", s.message);
+        }
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    cms.create(&pp, &cm("ok", team, json!({"missing": "x"})))
+        .await
+        .expect("passes every validation");
+    cms.create(&pp, &cm("exempt-one", json!({}), json!({})))
+        .await
+        .expect("not selected by the match condition");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin, "default");
+    let s = serde_json::from_value(json!({"metadata": {"name": "s"}})).expect("secret");
+    secrets
+        .create(&pp, &s)
+        .await
+        .expect("an error under failurePolicy Ignore admits");
+}
