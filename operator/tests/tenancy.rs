@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 const RBAC: &str = include_str!("../../deploy/rbac.yaml");
 const TENANT: &str = include_str!("../../deploy/tenant.yaml");
 const GRANT: &str = include_str!("../../deploy/source-grant.yaml");
+const ADMISSION: &str = include_str!("../../deploy/admission.yaml");
 const SECURITY: &str = include_str!("../../docs/security.md");
 
 /// The password of the shared source Secret: it must show up nowhere but in Secrets.
@@ -88,6 +89,11 @@ spec:
 const TEAM_N_OWN: &str = r#"
 apiVersion: v1
 kind: Secret
+metadata: {name: egress-proxy-user, namespace: team-a}
+stringData: {note: "a user's own Secret with the managed name pattern"}
+---
+apiVersion: v1
+kind: Secret
 metadata: {name: egress-proxy-corp, namespace: team-n}
 stringData: {HTTPS_PROXY: "http://own-proxy:3128"}
 ---
@@ -112,6 +118,7 @@ spec:
 async fn cluster() -> Env {
     let env = Env::new(CLUSTER).await;
     env.sim.apply_yaml(RBAC).expect("rbac");
+    env.sim.apply_yaml(ADMISSION).expect("admission policy");
     let grant = GRANT.replace("change-me", PASSWORD);
     env.sim.apply_yaml(&grant).expect("source grant");
     env.sim.apply_yaml(TENANT).expect("team-a opts in");
@@ -127,12 +134,18 @@ fn token(env: &Env) -> String {
         .service_account_token("egress-proxy-system", "egress-proxy-operator")
 }
 
-/// One request with the operator's token; the status code.
-async fn code(client: &kube::Client, method: &str, path: &str, body: Option<Value>) -> u16 {
-    let content_type = if method == "PATCH" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
+/// One request with the operator's token; the status code and the reply.
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, String) {
+    // Patches as kubectl sends them: strategic merge, except for custom resources.
+    let content_type = match method {
+        "PATCH" if path.contains("egressproxy.io") => "application/merge-patch+json",
+        "PATCH" => "application/strategic-merge-patch+json",
+        _ => "application/json",
     };
     let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
     let req = http::Request::builder()
@@ -141,7 +154,15 @@ async fn code(client: &kube::Client, method: &str, path: &str, body: Option<Valu
         .header("content-type", content_type)
         .body(Body::from(body))
         .expect("request");
-    client.send(req).await.expect("send").status().as_u16()
+    let res = client.send(req).await.expect("send");
+    let status = res.status().as_u16();
+    let body = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .expect("body");
+    (
+        status,
+        String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+    )
 }
 
 /// What a stolen token of the shipped ServiceAccount can do: (what, method, path, body,
@@ -167,6 +188,17 @@ fn attempts() -> Vec<(
     let proxy_env = json!({"spec": {"template": {"spec": {"containers":
         [{"name": "api", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}}}});
     let secret = json!({"metadata": {"name": "egress-proxy-x"}, "type": "Opaque"});
+    let managed = json!({"metadata": {"name": "egress-proxy-y", "labels":
+        {"app.kubernetes.io/managed-by": "egress-proxy-operator"}}, "type": "Opaque"});
+    let other_name = json!({"metadata": {"name": "db-password", "labels":
+        {"app.kubernetes.io/managed-by": "egress-proxy-operator"}}, "type": "Opaque"});
+    let take_over = json!({"metadata": {"labels":
+        {"app.kubernetes.io/managed-by": "egress-proxy-operator"}}, "stringData": {"x": "y"}});
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "api", "image": "evil:1"}]}}}});
+    let privileged_pod = json!({"spec": {"template": {"spec": {"hostPID": true}}}});
+    let account = json!({"spec": {"template": {"spec": {"serviceAccountName": "admin"}}}});
+    let scale = json!({"spec": {"replicas": 0}});
+    let policy_spec = json!({"spec": {"suspend": true}});
     let label = json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}});
     vec![
         (
@@ -290,11 +322,74 @@ fn attempts() -> Vec<(
             true,
         ),
         (
-            "create a Secret in an opted-in namespace",
+            "create an unlabelled egress-proxy-* Secret in an opted-in namespace",
             "POST",
             "/api/v1/namespaces/team-a/secrets",
             Some(secret),
+            false,
+        ),
+        (
+            "create a labelled egress-proxy-* Secret in an opted-in namespace",
+            "POST",
+            "/api/v1/namespaces/team-a/secrets",
+            Some(managed),
             true,
+        ),
+        (
+            "create a Secret with another name in an opted-in namespace",
+            "POST",
+            "/api/v1/namespaces/team-a/secrets",
+            Some(other_name),
+            false,
+        ),
+        (
+            "take over a user's Secret that has the managed name but not the label",
+            "PATCH",
+            "/api/v1/namespaces/team-a/secrets/egress-proxy-user",
+            Some(take_over),
+            false,
+        ),
+        (
+            "change the image of a workload in an opted-in namespace",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(image),
+            false,
+        ),
+        (
+            "give a workload of an opted-in namespace the host's PID namespace",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(privileged_pod),
+            false,
+        ),
+        (
+            "run a workload of an opted-in namespace as another ServiceAccount",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(account),
+            false,
+        ),
+        (
+            "scale a workload of an opted-in namespace to zero",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(scale),
+            false,
+        ),
+        (
+            "delete a workload of an opted-in namespace",
+            "DELETE",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            None,
+            false,
+        ),
+        (
+            "change the spec of an EgressProxyPolicy",
+            "PATCH",
+            "/apis/egressproxy.io/v1alpha1/namespaces/team-a/egressproxypolicies/corp",
+            Some(policy_spec),
+            false,
         ),
         (
             "set HTTPS_PROXY on a workload of an opted-in namespace",
@@ -313,14 +408,14 @@ async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
     let mut table = String::new();
     let mut wrong = Vec::new();
     for (what, method, path, body, can) in attempts() {
-        let status = code(&client, method, path, body).await;
+        let (status, reply) = send(&client, method, path, body).await;
         let allowed = (200..300).contains(&status);
         let row = format!(
             "| {what} | {} ({status}) |",
             if allowed { "yes" } else { "no" }
         );
         if allowed != can {
-            wrong.push(row.clone());
+            wrong.push(format!("{row} {reply}"));
         }
         if !SECURITY.contains(&row) {
             wrong.push(format!("not in docs/security.md: {row}"));
@@ -329,6 +424,21 @@ async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
         table.push('\n');
     }
     assert!(wrong.is_empty(), "{}\nmeasured:\n{table}", wrong.join("\n"));
+
+    // A denial does not echo what was sent.
+    let body = json!({"metadata": {"name": "leak"}, "stringData": {"p": PASSWORD}});
+    let (status, reply) = send(
+        &client,
+        "POST",
+        "/api/v1/namespaces/team-a/secrets",
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 422, "{reply}");
+    assert!(
+        !reply.contains(PASSWORD),
+        "the denial echoes the password: {reply}"
+    );
 }
 
 /// The operator binary, run as the shipped ServiceAccount; its logs go to a file.
