@@ -86,6 +86,28 @@ spec:
 
 /// team-n never opted in; its own Deployment carries its own config-hash annotation and
 /// takes HTTPS_PROXY from its own Secret that happens to have the managed name.
+/// In team-a (opted in), a Deployment no policy selects, whose own team set the
+/// config-hash annotation and takes HTTPS_PROXY from the Secret that policy `corp` manages:
+/// the operator owns none of it (managedFields), so no release may touch it.
+const TEAM_A_OWN: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: teams-own, namespace: team-a}
+spec:
+  selector: {matchLabels: {app: teams-own}}
+  template:
+    metadata:
+      labels: {app: teams-own}
+      annotations: {egressproxy.io/config-hash: teams-own}
+    spec:
+      containers:
+        - name: app
+          image: app:1
+          env:
+            - name: HTTPS_PROXY
+              valueFrom: {secretKeyRef: {name: egress-proxy-corp, key: HTTPS_PROXY}}
+"#;
+
 const TEAM_N_OWN: &str = r#"
 apiVersion: v1
 kind: Secret
@@ -126,6 +148,7 @@ async fn cluster() -> Env {
         env.sim.apply_yaml(&team(ns)).expect("team");
     }
     env.sim.apply_yaml(TEAM_N_OWN).expect("team-n's own");
+    env.sim.apply_yaml(TEAM_A_OWN).expect("team-a's own");
     env
 }
 
@@ -516,6 +539,7 @@ async fn the_shipped_rbac_confines_the_operator_and_withdrawals_take_the_credent
     let dir = std::env::temp_dir().join(format!("epo-tenancy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let own = env.deployment("team-n", "own").await.spec;
+    let teams_own = env.deployment("team-a", "teams-own").await.spec;
     let op = Running::start(&env, &dir);
 
     // team-a opted in and was granted the Secret; team-b is labelled but bound nothing;
@@ -569,6 +593,12 @@ async fn the_shipped_rbac_confines_the_operator_and_withdrawals_take_the_credent
         managed_keys(&env, "team-a").await.is_none().then_some(())
     })
     .await;
+    // Through injection, two revocations and the opt-out: never written.
+    let now = env.deployment("team-a", "teams-own").await.spec;
+    assert_eq!(
+        now, teams_own,
+        "a workload the operator owns nothing of was changed"
+    );
 
     let logs = op.stop();
     assert!(

@@ -1,7 +1,8 @@
 //! Plain views of the Kubernetes objects the reconciler reads: workloads (template, labels,
 //! rollout state) and the discovery inputs. No I/O.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
@@ -12,7 +13,8 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::WorkloadKind;
 use crate::discovery::{ClusterInputs, NamedValues, NodeInputs};
-use crate::workloads::WorkloadId;
+use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, PROXY_VARS, WorkloadId};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// What the reconciler needs to know about one workload.
 #[derive(Debug, Clone)]
@@ -23,6 +25,84 @@ pub struct WorkloadView {
     /// The cached object's resourceVersion.
     pub resource_version: Option<String>,
     pub rollout: Rollout,
+    /// What the operator's field manager owns in the template; `None` when the object
+    /// carries no managedFields at all (then every entry that names a managed object counts).
+    pub owned: Option<Owned>,
+}
+
+/// The parts of a pod template the operator's field manager owns, from `managedFields`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owned {
+    /// The config-hash annotation.
+    pub hash: bool,
+    /// `(container, variable)` of the env entries, containers and init containers alike.
+    pub entries: BTreeSet<(String, String)>,
+}
+
+impl WorkloadView {
+    /// The template with only what the operator owns among its proxy entries and the
+    /// config-hash annotation: what a release may take away. A team's own annotation or
+    /// entry that only looks like the operator's stays out of every release.
+    pub fn ours_only(&self) -> Cow<'_, PodTemplateSpec> {
+        let Some(owned) = &self.owned else {
+            return Cow::Borrowed(&self.template);
+        };
+        let mut t = self.template.clone();
+        if !owned.hash
+            && let Some(a) = t.metadata.as_mut().and_then(|m| m.annotations.as_mut())
+        {
+            a.remove(CONFIG_HASH);
+        }
+        if let Some(spec) = t.spec.as_mut() {
+            let lists = spec.containers.iter_mut();
+            for c in lists.chain(spec.init_containers.iter_mut().flatten()) {
+                let name = c.name.clone();
+                if let Some(env) = c.env.as_mut() {
+                    env.retain(|e| {
+                        !PROXY_VARS.contains(&e.name.as_str())
+                            || owned.entries.contains(&(name.clone(), e.name.clone()))
+                    });
+                }
+            }
+        }
+        Cow::Owned(t)
+    }
+}
+
+/// What the operator's own managedFields entries (kept by [`strip_workload`]) own.
+fn owned(meta: &ObjectMeta) -> Option<Owned> {
+    let entries = meta.managed_fields.as_ref()?;
+    let mut owned = Owned::default();
+    for f in entries.iter().filter_map(|e| e.fields_v1.as_ref()) {
+        let Some(tpl) = f.0.pointer("/f:spec/f:template") else {
+            continue;
+        };
+        let annotations = tpl.pointer("/f:metadata/f:annotations");
+        owned.hash |= annotations.is_some_and(|a| a.get(format!("f:{CONFIG_HASH}")).is_some());
+        for list in ["f:containers", "f:initContainers"] {
+            let containers = tpl.get("f:spec").and_then(|s| s.get(list));
+            for (key, c) in containers.and_then(|c| c.as_object()).into_iter().flatten() {
+                let Some(container) = keyed_name(key) else {
+                    continue;
+                };
+                let env = c.get("f:env").and_then(|e| e.as_object());
+                for var in env
+                    .into_iter()
+                    .flat_map(|e| e.keys())
+                    .filter_map(|k| keyed_name(k))
+                {
+                    owned.entries.insert((container.clone(), var));
+                }
+            }
+        }
+    }
+    Some(owned)
+}
+
+/// The name in a managedFields list key `k:{"name":"..."}`.
+fn keyed_name(key: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(key.strip_prefix("k:")?).ok()?;
+    v.get("name")?.as_str().map(str::to_owned)
 }
 
 /// Where a workload's rollout of its current template stands.
@@ -119,6 +199,7 @@ impl Workload for Deployment {
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
             rollout,
+            owned: owned(self.meta()),
         })
     }
 }
@@ -154,6 +235,7 @@ impl Workload for StatefulSet {
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
             rollout,
+            owned: owned(self.meta()),
         })
     }
 }
@@ -186,8 +268,23 @@ impl Workload for DaemonSet {
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
             rollout,
+            owned: owned(self.meta()),
         })
     }
+}
+
+/// [`strip`], but keeps the operator's own managedFields entries of the object itself
+/// (what [`WorkloadView::owned`] reads); an object that had managedFields keeps an empty list.
+pub fn strip_workload<K: Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    let ours = meta.managed_fields.take().map(|entries| {
+        entries
+            .into_iter()
+            .filter(|e| e.manager.as_deref() == Some(FIELD_MANAGER) && e.subresource.is_none())
+            .collect::<Vec<_>>()
+    });
+    strip(o);
+    o.meta_mut().managed_fields = ours;
 }
 
 /// Drops what the operator never reads from cached objects: `managedFields` and the
@@ -305,5 +402,96 @@ fn node_inputs(n: &Node) -> NodeInputs {
             .map(|a| a.address.clone())
             .collect(),
         provider_id: spec.provider_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A Deployment whose template the operator and its team both wrote.
+    fn deployment() -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "api", "namespace": "team-a", "managedFields": [
+                {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:template": {
+                    "f:metadata": {"f:annotations": {"f:egressproxy.io/config-hash": {}}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:env": {
+                        "k:{\"name\":\"NO_PROXY\"}": {".": {}}}}}}}}}},
+                {"manager": FIELD_MANAGER, "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:template": {"f:spec": {
+                    "f:containers": {"k:{\"name\":\"app\"}": {"f:env": {
+                        "k:{\"name\":\"HTTPS_PROXY\"}": {".": {}, "f:name": {}}}}},
+                    "f:initContainers": {"k:{\"name\":\"init\"}": {"f:env": {
+                        "k:{\"name\":\"http_proxy\"}": {".": {}}}}}}}}}},
+                {"manager": FIELD_MANAGER, "operation": "Update", "subresource": "status",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}
+            ]},
+            "spec": {"selector": {}, "template": {
+                "metadata": {"annotations": {"egressproxy.io/config-hash": "teams-own", "x": "y"}},
+                "spec": {
+                    "containers": [{"name": "app", "env": [
+                        {"name": "HTTPS_PROXY", "value": "ours"},
+                        {"name": "NO_PROXY", "value": "theirs"},
+                        {"name": "LOG", "value": "1"}]}],
+                    "initContainers": [{"name": "init", "env": [
+                        {"name": "http_proxy", "value": "ours"}]}]}}}
+        }))
+        .expect("deployment")
+    }
+
+    #[test]
+    fn only_the_operators_own_managed_fields_are_kept_and_read() {
+        let mut d = deployment();
+        strip_workload(&mut d);
+        let kept = d.metadata.managed_fields.as_ref().expect("kept");
+        assert_eq!(kept.len(), 1, "the operator's entry of the object itself");
+        let v = d.view().expect("view");
+        let owned = v.owned.clone().expect("owned");
+        assert!(!owned.hash, "the team's annotation");
+        let entries: Vec<(&str, &str)> = owned
+            .entries
+            .iter()
+            .map(|(c, e)| (c.as_str(), e.as_str()))
+            .collect();
+        assert_eq!(entries, [("app", "HTTPS_PROXY"), ("init", "http_proxy")]);
+        let t = v.ours_only();
+        let annotations = t.metadata.as_ref().and_then(|m| m.annotations.clone());
+        assert_eq!(
+            annotations,
+            Some(BTreeMap::from([("x".to_owned(), "y".to_owned())]))
+        );
+        let spec = t.spec.as_ref().expect("spec");
+        let names = |c: &k8s_openapi::api::core::v1::Container| -> Vec<String> {
+            c.env.iter().flatten().map(|e| e.name.clone()).collect()
+        };
+        assert_eq!(names(&spec.containers[0]), ["HTTPS_PROXY", "LOG"]);
+        let init = spec.init_containers.as_ref().expect("init");
+        assert_eq!(names(&init[0]), ["http_proxy"]);
+    }
+
+    #[test]
+    fn without_managed_fields_everything_counts() {
+        let mut d = deployment();
+        d.metadata.managed_fields = None;
+        strip_workload(&mut d);
+        let v = d.view().expect("view");
+        assert_eq!(v.owned, None);
+        assert_eq!(*v.ours_only(), v.template);
+        // managedFields with nothing of ours: nothing counts.
+        let mut d = deployment();
+        d.metadata
+            .managed_fields
+            .as_mut()
+            .expect("fields")
+            .remove(1);
+        strip_workload(&mut d);
+        let v = d.view().expect("view");
+        assert_eq!(v.owned, Some(Owned::default()));
+        let t = v.ours_only();
+        let env = t.spec.as_ref().expect("spec").containers[0].env.clone();
+        let names: Vec<String> = env.into_iter().flatten().map(|e| e.name).collect();
+        assert_eq!(names, ["LOG"], "no proxy entry is ours");
     }
 }

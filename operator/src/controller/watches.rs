@@ -247,7 +247,7 @@ impl Wiring<'_> {
         );
         let events = watcher(scoped::<K>(self.client, self.scope), config());
         let mut relist = Relist::default();
-        cache(self.tasks, events, strip, move |e| {
+        cache(self.tasks, events, objects::strip_workload, move |e| {
             if let Some(since) = relist.done(e) {
                 recent.relisted_workloads(K::KIND, since);
             }

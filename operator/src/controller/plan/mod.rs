@@ -76,10 +76,12 @@ impl<T> Observed<T> {
         self.meta.as_ref().is_some_and(|m| !labelled_for(m, policy))
     }
 
-    /// Something of this policy's to delete.
-    fn exists(&self, policy: &str) -> bool {
+    /// Something of this policy's to delete: labelled for it *and* owned by it (its UID),
+    /// so an object of the same name that another policy of that name left, or a user
+    /// labelled by hand, is never deleted.
+    fn exists(&self, policy: &EgressProxyPolicy) -> bool {
         match &self.meta {
-            Some(m) => labelled_for(m, policy),
+            Some(m) => labelled_for(m, &policy.name_any()) && owned_by(m, policy),
             None => self.data.is_some(),
         }
     }
@@ -237,6 +239,16 @@ pub fn needs_lookup<T>(
 
 fn active(policy: &EgressProxyPolicy, admitted: bool) -> bool {
     policy.meta().deletion_timestamp.is_none() && !policy.spec.suspend && admitted
+}
+
+fn owned_by(meta: &ObjectMeta, policy: &EgressProxyPolicy) -> bool {
+    let uid = policy.meta().uid.as_deref();
+    uid.is_some()
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| Some(r.uid.as_str()) == uid)
 }
 
 fn labelled_for(meta: &ObjectMeta, policy: &str) -> bool {
@@ -419,7 +431,7 @@ fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
     let mut workloads: Vec<&WorkloadView> = i.workloads.iter().collect();
     workloads.sort_by(|a, b| a.id.cmp(&b.id));
     for v in workloads {
-        if !workloads::has_entries(&v.template, &own) && !left_behind(i, v) {
+        if !workloads::has_entries(&v.ours_only(), &own) && !left_behind(i, v) {
             continue;
         }
         match release(i, v, &data) {
@@ -427,11 +439,10 @@ fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
             Err(e) => plan.unwritable.push(e),
         }
     }
-    let name = i.policy.name_any();
-    if i.secret.exists(&name) {
+    if i.secret.exists(i.policy) {
         plan.secret = Change::Delete;
     }
-    if i.config_map.exists(&name) {
+    if i.config_map.exists(i.policy) {
         plan.config_map = Change::Delete;
     }
     plan
@@ -460,7 +471,7 @@ fn release(
         .into_iter()
         .map(|(_, o)| o)
         .collect();
-    let patch = workloads::cleanup_patch(&v.template, &own, &originals)
+    let patch = workloads::cleanup_patch(&v.ours_only(), &own, &originals)
         .map_err(|e| (v.id.clone(), e.to_string()))?;
     let Some(patch) = patch else {
         return Ok(None);
@@ -474,13 +485,15 @@ fn release(
 }
 
 /// A workload this policy does not manage that still carries what it added: its entries,
-/// or a config-hash annotation that no other policy of the namespace accounts for.
+/// or a config-hash annotation that no other policy of the namespace accounts for. Only
+/// what the operator's field manager owns counts.
 fn left_behind(i: &Inputs, v: &WorkloadView) -> bool {
     let own = own_names(i.policy);
-    if workloads::has_entries(&v.template, &own) {
+    let ours = v.ours_only();
+    if workloads::has_entries(&ours, &own) {
         return true;
     }
-    if workloads::current_hash(&v.template).is_none() {
+    if workloads::current_hash(&ours).is_none() {
         return false;
     }
     !i.others.iter().any(|p| {

@@ -62,6 +62,7 @@ fn workload(kind: WorkloadKind, name: &str, labels: Value, containers: Value) ->
             .expect("template"),
         resource_version: Some("10".into()),
         rollout: Rollout::RolledOut,
+        owned: None,
     }
 }
 
@@ -1289,4 +1290,23 @@ fn a_deleted_policy_whose_namespace_refuses_the_operator_does_not_hang() {
     assert_eq!(ids(&p), Vec::<String>::new());
     assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
     assert!(p.completion(&[]).remove_finalizer);
+}
+
+#[test]
+fn deletion_never_deletes_an_object_this_policy_does_not_own() {
+    let mut w = settled(json!({}));
+    w.policy.metadata.deletion_timestamp = Some(now());
+    // Labelled for this policy, but owned by another UID (an earlier policy of that name,
+    // or a hand-made copy): not ours to delete.
+    if let Some(m) = w.secret.meta.as_mut() {
+        for r in m.owner_references.iter_mut().flatten() {
+            r.uid = "uid-of-someone-else".into();
+        }
+    }
+    if let Some(m) = w.config_map.meta.as_mut() {
+        m.owner_references = None;
+    }
+    let p = w.plan();
+    assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
+    assert!(p.remove_finalizer);
 }
