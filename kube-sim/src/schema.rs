@@ -1,6 +1,10 @@
 //! Structural-schema handling for custom resources: pruning of unknown fields, defaulting,
 //! and validation of types, required fields, enums and simple bounds.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
+use regex::Regex;
 use serde_json::{Map, Value};
 
 /// One validation failure: (field path, message).
@@ -79,6 +83,9 @@ pub fn apply(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>)
         ));
     }
     bounds(schema, v, path, causes);
+    if let Value::String(text) = v {
+        string(schema, text, path, causes);
+    }
     match v {
         Value::Object(map) => object(schema, map, path, causes),
         Value::Array(items) => {
@@ -89,6 +96,60 @@ pub fn apply(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>)
             }
         }
         _ => {}
+    }
+}
+
+/// Compiled `pattern`s, shared: a CRD's patterns are checked on every write.
+static PATTERNS: LazyLock<Mutex<HashMap<String, Option<Regex>>>> = LazyLock::new(Default::default);
+
+/// `pattern` (RE2 syntax, which the regex crate follows) and the string `format`s the API
+/// server checks that custom resources use: `date-time`, `date`, `uuid`, `ipv4`, `ipv6`,
+/// `cidr`. Other formats are not checked.
+fn string(schema: &Value, text: &str, path: &str, causes: &mut Vec<Cause>) {
+    if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
+        let mut patterns = PATTERNS.lock().unwrap_or_else(|p| p.into_inner());
+        let re = patterns
+            .entry(pattern.to_owned())
+            .or_insert_with(|| Regex::new(pattern).ok());
+        if re.as_ref().is_some_and(|re| !re.is_match(text)) {
+            causes.push((
+                path.into(),
+                format!("Invalid value: {text:?}: {path} in body should match '{pattern}'"),
+            ));
+        }
+    }
+    let Some(format) = schema.get("format").and_then(Value::as_str) else {
+        return;
+    };
+    let ok = match format {
+        "date-time" => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
+        "date" => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok(),
+        "uuid" => uuid::Uuid::parse_str(text).is_ok(),
+        "ipv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+        "cidr" => cidr(text),
+        _ => true,
+    };
+    if !ok {
+        causes.push((
+            path.into(),
+            format!("Invalid value: {text:?}: {path} in body must be of type {format}: {text:?}"),
+        ));
+    }
+}
+
+/// An address, a slash and a prefix length that fits it.
+fn cidr(text: &str) -> bool {
+    let Some((addr, len)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(len) = len.parse::<u8>() else {
+        return false;
+    };
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => len <= 32,
+        Ok(std::net::IpAddr::V6(_)) => len <= 128,
+        Err(_) => false,
     }
 }
 

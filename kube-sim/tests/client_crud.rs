@@ -642,6 +642,64 @@ async fn crd_cel_rules_reject_with_the_rule_message() {
     );
 }
 
+#[tokio::test]
+async fn crd_patterns_and_formats_are_checked() {
+    let (_sim, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "hosts.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "hosts", "kind": "Host"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                        "at": {"type": "string", "format": "date-time"},
+                        "net": {"type": "string", "format": "cidr"},
+                        "note": {"type": "string", "format": "not-checked"},
+                    },
+                }},
+            }}}],
+        },
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Host"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let obj = |name: &str, spec: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Host",
+            "metadata": {"name": name}, "spec": spec}))
+        .expect("host")
+    };
+    let good =
+        json!({"name": "web-1", "at": "2026-12-03T10:00:00Z", "net": "10.0.0.0/8", "note": "x"});
+    api.create(&PostParams::default(), &obj("good", good))
+        .await
+        .expect("a valid object is accepted");
+    let bad = json!({"name": "Web_1", "at": "yesterday", "net": "10.0.0.0/33"});
+    let e = api
+        .create(&PostParams::default(), &obj("bad", bad))
+        .await
+        .unwrap_err();
+    let (code, message) = match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("unexpected error {other}"),
+    };
+    assert_eq!(code, 422);
+    for expected in [
+        r#"spec.name: Invalid value: "Web_1": spec.name in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"#,
+        r#"spec.at: Invalid value: "yesterday": spec.at in body must be of type date-time: "yesterday""#,
+        r#"spec.net: Invalid value: "10.0.0.0/33": spec.net in body must be of type cidr: "10.0.0.0/33""#,
+    ] {
+        assert!(message.contains(expected), "{expected}\nin: {message}");
+    }
+}
+
 fn managers(obj: &kube::api::ObjectMeta) -> Vec<(String, String)> {
     obj.managed_fields
         .clone()
