@@ -126,7 +126,8 @@ fn outcomes(ctx: &Context, expressions: &[String]) -> Vec<Outcome> {
         .map(|e| match run(ctx, e) {
             Ok(cel::Value::Bool(true)) => Outcome::Passed,
             Ok(cel::Value::Bool(false)) => Outcome::False,
-            Ok(other) => Outcome::Error(format!("expression '{e}' returned {other:?}, not a bool")),
+            // Not the value: it may be part of a Secret.
+            Ok(_) => Outcome::Error(format!("expression '{e}' did not return a bool")),
             Err(why) => Outcome::Error(format!("expression '{e}' resulted in error: {why}")),
         })
         .collect()

@@ -102,7 +102,7 @@ pub(super) fn plan(
                 applied
                     .overlaps
                     .push(format!("{id} (managed by EgressProxyPolicy {by})"));
-                if workloads::has_entries(&v.template, &own) {
+                if workloads::has_entries(&v.ours_only(), &own) {
                     leaving.push(v);
                 }
             }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::WorkloadKind;
-use crate::controller::objects::Rollout;
+use crate::controller::objects::{Owned, Rollout};
 use crate::discovery::{NodeInputs, Overrides};
 use crate::workloads::CONFIG_HASH;
 
@@ -937,6 +937,26 @@ fn a_newer_policy_releases_what_an_older_one_now_manages() {
     let p = w.plan();
     assert_eq!(ids(&p), ["Deployment/api"]);
     assert!(p.writes[0].is_release());
+}
+
+#[test]
+fn entries_the_operator_does_not_own_are_never_released() {
+    // The same overlap, but the workload's managedFields say the operator owns none of the
+    // entries that name this policy's managed objects: the team wrote them itself.
+    let mut w = settled(json!({}));
+    w.others = vec![policy("first", "2026-01-01T00:00:00Z", json!({}))];
+    for v in &mut w.workloads {
+        v.owned = Some(Owned::default());
+    }
+    assert_eq!(ids(&w.plan()), Vec::<String>::new());
+    w.others.clear();
+    w.policy.spec.workload_selector =
+        serde_json::from_value(json!({"matchLabels": {"egress": "nothing"}})).expect("selector");
+    assert_eq!(
+        ids(&w.plan()),
+        Vec::<String>::new(),
+        "not left behind either"
+    );
 }
 
 #[test]
