@@ -536,21 +536,23 @@ async fn written_kubeconfig_works_with_kube_rs() {
     let _ = std::fs::remove_file(&path);
 }
 
-#[tokio::test]
-async fn crd_schema_prunes_defaults_and_validates() {
-    let (_sim, client) = start().await;
+/// Creates the namespaced CRD `PLURAL.example.com` (v1) whose `spec` has `spec_schema`;
+/// its objects in `default`.
+async fn spec_crd(
+    client: &kube::Client,
+    plural: &str,
+    kind: &str,
+    spec_schema: serde_json::Value,
+) -> Api<DynamicObject> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "gadgets.example.com"},
+        "metadata": {"name": format!("{plural}.example.com")},
         "spec": {
             "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "names": {"plural": plural, "kind": kind},
             "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
                 "type": "object",
-                "properties": {"spec": {"type": "object", "required": ["size"], "properties": {
-                    "size": {"type": "integer"},
-                    "mode": {"type": "string", "enum": ["fast", "slow"], "default": "slow"},
-                }}},
+                "properties": {"spec": spec_schema},
             }}}],
         },
     }))
@@ -558,8 +560,23 @@ async fn crd_schema_prunes_defaults_and_validates() {
     crds.create(&PostParams::default(), &crd)
         .await
         .expect("create crd");
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Gadget"));
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", kind));
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+#[tokio::test]
+async fn crd_schema_prunes_defaults_and_validates() {
+    let (_sim, client) = start().await;
+    let api = spec_crd(
+        &client,
+        "gadgets",
+        "Gadget",
+        json!({"type": "object", "required": ["size"], "properties": {
+            "size": {"type": "integer"},
+            "mode": {"type": "string", "enum": ["fast", "slow"], "default": "slow"},
+        }}),
+    )
+    .await;
     let obj = |spec: serde_json::Value| -> DynamicObject {
         serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": spec}))
             .expect("gadget")
@@ -595,30 +612,19 @@ async fn crd_schema_prunes_defaults_and_validates() {
 #[tokio::test]
 async fn crd_cel_rules_reject_with_the_rule_message() {
     let (_sim, client) = start().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "ranges.example.com"},
-        "spec": {
-            "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "ranges", "kind": "Range"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {"spec": {
-                    "type": "object",
-                    "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
-                    "x-kubernetes-validations": [
-                        {"rule": "self.min <= self.max", "message": "min must not exceed max"}
-                    ],
-                }},
-            }}}],
-        },
-    }))
-    .expect("crd");
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("create crd");
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Range"));
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let api = spec_crd(
+        &client,
+        "ranges",
+        "Range",
+        json!({
+            "type": "object",
+            "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.min <= self.max", "message": "min must not exceed max"}
+            ],
+        }),
+    )
+    .await;
     let obj = |min: i64, max: i64| -> DynamicObject {
         serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Range",
             "metadata": {"name": "r"}, "spec": {"min": min, "max": max}}))
@@ -645,32 +651,21 @@ async fn crd_cel_rules_reject_with_the_rule_message() {
 #[tokio::test]
 async fn crd_patterns_and_formats_are_checked() {
     let (_sim, client) = start().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "hosts.example.com"},
-        "spec": {
-            "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "hosts", "kind": "Host"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {"spec": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                        "at": {"type": "string", "format": "date-time"},
-                        "net": {"type": "string", "format": "cidr"},
-                        "note": {"type": "string", "format": "not-checked"},
-                    },
-                }},
-            }}}],
-        },
-    }))
-    .expect("crd");
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("create crd");
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Host"));
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let api = spec_crd(
+        &client,
+        "hosts",
+        "Host",
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                "at": {"type": "string", "format": "date-time"},
+                "net": {"type": "string", "format": "cidr"},
+                "note": {"type": "string", "format": "not-checked"},
+            },
+        }),
+    )
+    .await;
     let obj = |name: &str, spec: serde_json::Value| -> DynamicObject {
         serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Host",
             "metadata": {"name": name}, "spec": spec}))
