@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -698,13 +698,7 @@ async fn deleting_the_policy_removes_everything_it_added() {
     .await;
     let api = env.deployment("team-a", "api").await;
     assert!(hash(&api).is_none());
-    let names: Vec<_> = container(&api, "api")
-        .env
-        .iter()
-        .flatten()
-        .map(|e| e.name.clone())
-        .collect();
-    assert_eq!(names, ["LOG_LEVEL"]);
+    assert_eq!(env_names(&api, "api"), ["LOG_LEVEL"]);
     assert!(
         container(&api, "migrate")
             .env
@@ -868,18 +862,8 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
         .await
         .unwrap();
     wait_reason(&env, "team-a", "outbound", "NamespaceNotEnabled").await;
-    let api = eventually("released", || async {
-        let d = env.deployment("team-a", "api").await;
-        hash(&d).is_none().then_some(d)
-    })
-    .await;
-    let names: Vec<_> = container(&api, "api")
-        .env
-        .iter()
-        .flatten()
-        .map(|e| e.name.clone())
-        .collect();
-    assert_eq!(names, ["LOG_LEVEL"]);
+    let api = released_api(&env).await;
+    assert_eq!(env_names(&api, "api"), ["LOG_LEVEL"]);
     eventually("managed Secret deleted", || async {
         Api::<Secret>::namespaced(env.client.clone(), "team-a")
             .get_opt("egress-proxy-outbound")
@@ -975,6 +959,21 @@ async fn runs_with_exactly_the_shipped_rbac() {
     .await;
     let _ = stop.send(());
     let _ = task.await;
+}
+
+/// team-a's `api` once it no longer carries a config hash.
+async fn released_api(env: &Env) -> Deployment {
+    eventually("released", || async {
+        let d = env.deployment("team-a", "api").await;
+        hash(&d).is_none().then_some(d)
+    })
+    .await
+}
+
+/// The env entry names of one container.
+fn env_names(d: &Deployment, name: &str) -> Vec<String> {
+    let env = container(d, name).env.iter().flatten();
+    env.map(|e| e.name.clone()).collect()
 }
 
 async fn injected(env: &Env) -> Vec<&'static str> {
@@ -1374,18 +1373,8 @@ stringData:
         "{}",
         ready_message(&p)
     );
-    let api = eventually("released", || async {
-        let d = env.deployment("team-a", "api").await;
-        hash(&d).is_none().then_some(d)
-    })
-    .await;
-    let names: Vec<_> = container(&api, "api")
-        .env
-        .iter()
-        .flatten()
-        .map(|e| e.name.clone())
-        .collect();
-    assert_eq!(names, ["LOG_LEVEL"]);
+    let api = released_api(&env).await;
+    assert_eq!(env_names(&api, "api"), ["LOG_LEVEL"]);
     let data = managed().await.data.unwrap_or_default();
     assert!(
         !data.contains_key("HTTP_PROXY") && !data.contains_key("HTTPS_PROXY"),
