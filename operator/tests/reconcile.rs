@@ -873,11 +873,12 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
             .then_some(())
     })
     .await;
-    let p = env.policy("team-a", "outbound").await;
-    assert!(
-        !p.finalizers().iter().any(|f| f == "egressproxy.io/cleanup"),
-        "nothing left to clean"
-    );
+    // The finalizer goes in the same reconcile, after the deletes: wait for it.
+    eventually("the finalizer removed: nothing left to clean", || async {
+        let p = env.policy("team-a", "outbound").await;
+        (!p.finalizers().iter().any(|f| f == "egressproxy.io/cleanup")).then_some(())
+    })
+    .await;
     op.stop().await;
 }
 
