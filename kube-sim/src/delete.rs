@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, success_status};
 use crate::kinds::sync_crd;
-use crate::object::{Target, finalizers, meta_mut, now, output, set_finalizers};
+use crate::object::{Target, finalizers, meta_mut, output, set_finalizers, time_after};
 use crate::resources::GroupResource;
 use crate::store::{Key, Store, key_of, owner_uids, rv_of, uid_of};
 
@@ -15,6 +15,9 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
+    /// Seconds a deleted Pod may take to stop (its own `terminationGracePeriodSeconds` when
+    /// unset; 0 removes it at once).
+    pub grace_period_seconds: Option<i64>,
 }
 
 impl DeleteOptions {
@@ -33,6 +36,7 @@ impl DeleteOptions {
                 .get("dryRun")
                 .and_then(Value::as_array)
                 .is_some_and(|a| a.iter().any(|x| x == "All")),
+            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
         };
         if o.propagation.is_none() {
             match v.get("orphanDependents").and_then(Value::as_bool) {
@@ -100,7 +104,7 @@ pub fn delete(store: &mut Store, t: &Target, opts: &DeleteOptions) -> ApiResult<
     if opts.dry_run {
         return Ok((200, output(&rt, &old)));
     }
-    let result = delete_object(store, &t.gr(), &t.key(), policy);
+    let result = delete_object(store, &t.gr(), &t.key(), policy, opts.grace_period_seconds);
     sync_crd(store, &rt, &old, result.is_none());
     if rt.group.is_empty() && rt.kind == "Namespace" {
         namespace_check(store, name);
@@ -128,6 +132,7 @@ pub(crate) fn delete_object(
     gr: &GroupResource,
     key: &Key,
     policy: &str,
+    grace: Option<i64>,
 ) -> Option<Value> {
     let old = store.get(gr, key)?;
     let uid = uid_of(&old).unwrap_or_default().to_string();
@@ -152,18 +157,20 @@ pub(crate) fn delete_object(
         fins.push("foregroundDeletion".into());
     }
     let is_namespace = gr.group.is_empty() && gr.resource == "namespaces";
-    if fins.is_empty() && !is_namespace {
+    let grace = pod_grace(store, gr, &old, grace);
+    if fins.is_empty() && !is_namespace && grace == 0 {
         store.remove(gr, key);
         return None;
     }
     let mut obj = (*old).clone();
-    let changed = old.pointer("/metadata/deletionTimestamp").is_none() || finalizers(&old) != fins;
+    let shorter = grace < old_grace(&old);
+    let changed = shorter || finalizers(&old) != fins;
     if changed {
         set_finalizers(&mut obj, &fins);
         let m = meta_mut(&mut obj);
-        if !m.contains_key("deletionTimestamp") {
-            m.insert("deletionTimestamp".into(), json!(now()));
-            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if shorter {
+            m.insert("deletionTimestamp".into(), json!(time_after(grace)));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
         if is_namespace {
             obj["status"]["phase"] = json!("Terminating");
@@ -174,7 +181,7 @@ pub(crate) fn delete_object(
     }
     if foreground {
         for (dgr, dkey) in dependents {
-            delete_object(store, &dgr, &dkey, "Foreground");
+            delete_object(store, &dgr, &dkey, "Foreground", None);
         }
     }
     if is_namespace {
@@ -186,12 +193,40 @@ pub(crate) fn delete_object(
                 .collect();
             for k in keys {
                 if !k.0.is_empty() {
-                    delete_object(store, &other, &k, "Background");
+                    delete_object(store, &other, &k, "Background", None);
                 }
             }
         }
     }
     Some(obj)
+}
+
+/// How long a deleted object may take to go: a running Pod's grace period when the simulated
+/// kubelet stops Pods (`Store::graceful_pods`), else 0.
+fn pod_grace(store: &Store, gr: &GroupResource, pod: &Value, asked: Option<i64>) -> i64 {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    let running =
+        pod.pointer("/spec/nodeName").is_some() && !matches!(phase, Some("Succeeded" | "Failed"));
+    if !(store.graceful_pods && gr.group.is_empty() && gr.resource == "pods" && running) {
+        return 0;
+    }
+    asked
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0)
+}
+
+/// The grace period of an object being deleted; one not being deleted has none yet.
+fn old_grace(o: &Value) -> i64 {
+    if o.pointer("/metadata/deletionTimestamp").is_none() {
+        return i64::MAX;
+    }
+    o.pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
 }
 
 pub(crate) fn dependents_of(store: &Store, uid: &str) -> Vec<(GroupResource, Key)> {
@@ -208,7 +243,7 @@ pub(crate) fn orphan_check(store: &mut Store, gr: &GroupResource, key: &Key) {
     let owners = owner_uids(&o);
     let deleting = o.pointer("/metadata/deletionTimestamp").is_some();
     if !deleting && !owners.is_empty() && owners.iter().all(|u| !store.uid_exists(u)) {
-        delete_object(store, gr, key, "Background");
+        delete_object(store, gr, key, "Background", None);
     }
 }
 

@@ -55,7 +55,13 @@ pub fn output(rt: &ResourceType, obj: &Value) -> Value {
 
 /// The current time as the API server writes timestamps (RFC 3339, seconds).
 pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    time_after(0)
+}
+
+/// The time `secs` seconds from now, written as `now` writes it.
+pub fn time_after(secs: i64) -> String {
+    (chrono::Utc::now() + chrono::Duration::seconds(secs))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// `metadata` of an object, created when missing (a non-object value is replaced).

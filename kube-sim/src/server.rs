@@ -485,6 +485,11 @@ async fn resource(
             if let Some(p) = q.get("propagationPolicy") {
                 opts.propagation = Some(p.clone());
             }
+            if let Some(g) = q.get("gracePeriodSeconds") {
+                opts.grace_period_seconds = Some(g.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid gracePeriodSeconds: {g:?}"))
+                })?);
+            }
             opts.dry_run |= dry_run(&q)?;
             api::delete(&mut shared.lock(), &t, &opts)?
         }

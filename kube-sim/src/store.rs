@@ -70,6 +70,9 @@ pub struct Store {
     pub noop_writes: u64,
     /// ServiceAccount tokens: token -> (namespace, name).
     pub tokens: HashMap<String, (String, String)>,
+    /// Deleted Pods stay Terminating for their grace period (the simulated kubelet removes
+    /// them); otherwise they go at once.
+    pub graceful_pods: bool,
 }
 
 pub fn rv_of(obj: &Value) -> u64 {
@@ -111,6 +114,7 @@ impl Store {
             next_cluster_ip: 1,
             noop_writes: 0,
             tokens: HashMap::new(),
+            graceful_pods: false,
         }
     }
 

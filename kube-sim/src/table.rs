@@ -279,7 +279,7 @@ fn builtin_columns(kind: &str) -> Vec<Col> {
                     .count();
                 json!(format!("{ready}/{total}"))
             }),
-            col("Status", "string", 0, |v| s(v, ".status.phase")),
+            col("Status", "string", 0, pod_status),
             col("Restarts", "integer", 0, |v| {
                 json!(n(v, ".status.containerStatuses[0].restartCount"))
             }),
@@ -434,4 +434,18 @@ mod tests {
         );
         assert_eq!(json_path(&v, ".nope"), None);
     }
+}
+
+/// A Pod's STATUS column as the real server prints it: Terminating, a waiting container's
+/// reason, else the phase.
+fn pod_status(v: &Value) -> Value {
+    if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        return json!("Terminating");
+    }
+    let waiting = json_path(v, ".status.containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find_map(|c| c.pointer("/state/waiting/reason").cloned());
+    waiting.unwrap_or_else(|| s(v, ".status.phase"))
 }
