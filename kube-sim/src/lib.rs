@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 
+pub use controllers::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
 pub use error::ApiError;
 pub use load::LoadError;
 
@@ -57,8 +58,14 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// YAML files or directories loaded at start-up.
     pub load: Vec<PathBuf>,
-    /// Run the simulated Deployment/ReplicaSet controllers.
+    /// Run the simulated workload controllers and kubelet.
     pub controllers: bool,
+    /// How long a new Pod takes to become Ready (default: at once); a workload's
+    /// `kube-sim.io/ready-after` annotation overrides it. Needs `controllers`.
+    pub ready_after: Duration,
+    /// Factor applied to a deleted Pod's grace period before it is removed; 0 (the default)
+    /// removes deleted Pods at once. Needs `controllers`.
+    pub grace_scale: f64,
 }
 
 impl Default for Config {
@@ -69,6 +76,8 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(10),
             load: Vec::new(),
             controllers: false,
+            ready_after: Duration::ZERO,
+            grace_scale: 0.0,
         }
     }
 }
@@ -93,6 +102,7 @@ impl KubeSim {
     /// Start serving; the returned handle stops the server when dropped.
     pub async fn start(config: Config) -> Result<KubeSimHandle, StartError> {
         let mut store = Store::new(config.history_limit, Registry::with_builtins());
+        store.graceful_pods = config.controllers && config.grace_scale > 0.0;
         seed(&mut store).map_err(StartError::Seed)?;
         let docs = load::read_documents(&config.load)?;
         let loaded = load::apply_documents(&mut store, docs)?;
@@ -117,10 +127,14 @@ impl KubeSim {
         let (stop_tx, stop_rx) = tokio_watch::channel(false);
         if config.controllers {
             let s = shared.clone();
+            let pacing = controllers::Pacing {
+                ready_after: config.ready_after,
+                grace_scale: config.grace_scale,
+            };
             let mut stop = stop_rx.clone();
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = controllers::run(s) => {}
+                    _ = controllers::run(s, pacing) => {}
                     _ = stop.changed() => {}
                 }
             });

@@ -18,9 +18,16 @@ struct Args {
     /// YAML file or directory to load at start-up (repeatable; CRDs are applied first).
     #[arg(long)]
     load: Vec<PathBuf>,
-    /// Run the simulated Deployment/ReplicaSet controllers (Pods become Ready at once).
+    /// Run the simulated workload controllers and kubelet.
     #[arg(long)]
     controllers: bool,
+    /// With --controllers: seconds a new Pod takes to become Ready (default 0).
+    #[arg(long, default_value_t = 0.0)]
+    ready_after: f64,
+    /// With --controllers: factor applied to a deleted Pod's grace period before it is
+    /// removed (0 removes it at once; 1 is a real cluster's timing).
+    #[arg(long, default_value_t = 0.0)]
+    grace_scale: f64,
 }
 
 #[tokio::main]
@@ -47,6 +54,8 @@ async fn run() -> anyhow::Result<()> {
         listen: args.listen,
         load: args.load,
         controllers: args.controllers,
+        ready_after: std::time::Duration::try_from_secs_f64(args.ready_after)?,
+        grace_scale: args.grace_scale,
         ..Default::default()
     };
     let handle = kube_sim::KubeSim::start(config).await?;

@@ -515,8 +515,9 @@ fn kubectl_rollouts_with_simulated_controllers() {
                 &["rollout", "status", "deploy/web", "-n", &ns, "--timeout=2s"],
                 None,
             );
+            // maxSurge 1, maxUnavailable 0: one new Pod that never gets Ready, two old ones.
             assert!(
-                !ok && out.contains("old replicas are pending termination"),
+                !ok && out.contains("1 out of 2 new replicas have been updated"),
                 "{out}"
             );
             k.ok(&[
@@ -588,5 +589,59 @@ fn kubectl_rollouts_with_simulated_controllers() {
             "name",
         ]);
         assert_eq!(pods.lines().count(), 5, "2 web, 2 db, 1 agent: {pods}");
+    }
+}
+
+/// `kubectl rollout status` follows a paced rollout step by step, and sees old Pods
+/// Terminating for their grace period.
+#[test]
+fn kubectl_follows_a_paced_rollout() {
+    let bins = kubectls();
+    let server = start_binary("paced", &[], &["--controllers", "--grace-scale", "1"]);
+    for (i, bin) in bins.iter().enumerate() {
+        let k = Kubectl {
+            bin,
+            kubeconfig: &server.kubeconfig,
+        };
+        let ns = format!("paced-{i}");
+        let manifest = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+             apiVersion: apps/v1\nkind: Deployment\n\
+             metadata: {{name: web, namespace: {ns}, annotations: {{kube-sim.io/ready-after: 1s}}}}\n\
+             spec:\n  replicas: 3\n  strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}\n\
+             \x20 selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n\
+             \x20   spec:\n      terminationGracePeriodSeconds: 30\n      containers:\n      - name: web\n        image: nginx:1\n"
+        );
+        k.ok_in(&["apply", "-f", "-"], Some(&manifest));
+        let status = [
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            &ns,
+            "--timeout=60s",
+        ];
+        assert!(k.ok(&status).contains("successfully rolled out"));
+        k.ok(&["set", "image", "deploy/web", "web=nginx:2", "-n", &ns]);
+        let out = k.ok(&status);
+        let steps = [
+            "1 out of 3 new replicas have been updated",
+            "2 out of 3 new replicas have been updated",
+            "successfully rolled out",
+        ];
+        let mut at = 0;
+        for step in steps {
+            let found = out[at..].find(step);
+            assert!(
+                found.is_some(),
+                "{}: no {step:?} in order:\n{out}",
+                bin.display()
+            );
+            at += found.unwrap_or_default();
+        }
+        // The three old Pods are still Terminating (30 s grace period) after the rollout.
+        let pods = k.ok(&["get", "pods", "-n", &ns, "-o", "wide"]);
+        let terminating = pods.lines().filter(|l| l.contains("Terminating")).count();
+        assert_eq!(terminating, 3, "{}:\n{pods}", bin.display());
     }
 }
