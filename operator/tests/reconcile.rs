@@ -1064,6 +1064,105 @@ async fn at_most_max_concurrent_workloads_roll_at_a_time() {
     op.stop().await;
 }
 
+fn paced(names: &[&str]) -> String {
+    let mut y = hanging(&[])
+        .replace("team-r", "team-p")
+        .replace("rollout: {maxConcurrent: 1}", "rollout: {maxConcurrent: 2}");
+    for n in names {
+        y.push_str(&format!(
+            r#"---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {n}, namespace: team-p, labels: {{app: {n}, egress: proxied}}}}
+spec:
+  replicas: 2
+  strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
+  selector: {{matchLabels: {{app: {n}}}}}
+  template:
+    metadata: {{labels: {{app: {n}}}}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers: [{{name: {n}, image: "{n}:1"}}]
+"#
+        ));
+    }
+    y
+}
+
+/// What `kubectl rollout status` calls done.
+fn rolled_out(d: &Deployment) -> bool {
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let st = d.status.clone().unwrap_or_default();
+    let updated = st.updated_replicas.unwrap_or(0);
+    st.observed_generation >= d.metadata.generation
+        && updated >= want
+        && st.replicas.unwrap_or(0) <= updated
+        && st.available_replicas.unwrap_or(0) >= updated
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_concurrent_holds_across_paced_rollouts() {
+    use futures::StreamExt;
+    use kube::api::WatchEvent;
+    // Pods take 2 s to get Ready and 5 s to stop; each rollout spans several reconciles.
+    let env = Env::paced(&paced(&["a", "b", "c", "d"]), Duration::from_secs(2), 1.0).await;
+    let op = env.start();
+    wait_reason(&env, "team-p", "outbound", "Reconciled").await;
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), "team-p");
+    let listed = api.list(&ListParams::default()).await.expect("list");
+    let rv = listed.metadata.resource_version.clone().expect("rv");
+    let mut now: std::collections::BTreeMap<String, Deployment> = listed
+        .items
+        .into_iter()
+        .map(|d| (d.name_any(), d))
+        .collect();
+    let before: std::collections::BTreeMap<String, Option<String>> =
+        now.iter().map(|(n, d)| (n.clone(), hash(d))).collect();
+    assert!(before.values().all(Option::is_some), "{before:?}");
+    let mut events = api
+        .watch(&kube::api::WatchParams::default().timeout(290), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    env.set_secret(
+        "team-p",
+        "egress-proxy",
+        json!({"httpProxy": "http://u:second@proxy.corp.example:3128"}),
+    )
+    .await;
+    let mut most = 0;
+    let mut started = Vec::new();
+    let all_done = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(ev) = events.next().await {
+            let (WatchEvent::Added(d) | WatchEvent::Modified(d)) = ev.expect("event") else {
+                continue;
+            };
+            now.insert(d.name_any(), d);
+            let moved = |d: &Deployment| hash(d) != before[&d.name_any()];
+            for d in now.values().filter(|d| moved(d)) {
+                if !started.contains(&d.name_any()) {
+                    started.push(d.name_any());
+                }
+            }
+            let rolling = now.values().filter(|d| moved(d) && !rolled_out(d)).count();
+            assert!(
+                rolling <= 2,
+                "{rolling} rolling at once, maxConcurrent is 2"
+            );
+            most = most.max(rolling);
+            if now.values().all(|d| moved(d) && rolled_out(d)) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(all_done.is_ok(), "not every Deployment rolled: {started:?}");
+    assert_eq!(most, 2, "the budget was used");
+    assert_eq!(started, ["a", "b", "c", "d"], "in name order");
+    wait_reason(&env, "team-p", "outbound", "Reconciled").await;
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_rollout_writes_nothing_until_resumed() {
     let env = Env::new(&BASE.replace(

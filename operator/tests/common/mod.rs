@@ -40,8 +40,20 @@ pub struct Env {
 impl Env {
     /// A cluster with the demo facts, the CRD and `yaml`.
     pub async fn new(yaml: &str) -> Env {
+        Self::with_config(yaml, Duration::ZERO, 0.0).await
+    }
+
+    /// As `new`, with Pods that take `ready_after` to become Ready and stay Terminating for
+    /// their grace period times `grace_scale`.
+    pub async fn paced(yaml: &str, ready_after: Duration, grace_scale: f64) -> Env {
+        Self::with_config(yaml, ready_after, grace_scale).await
+    }
+
+    async fn with_config(yaml: &str, ready_after: Duration, grace_scale: f64) -> Env {
         let sim = KubeSim::start(kube_sim::Config {
             controllers: true,
+            ready_after,
+            grace_scale,
             ..Default::default()
         })
         .await
