@@ -202,6 +202,7 @@ pub(crate) fn create_with(
     }
     validate_custom(store, &rt, &mut body)?;
     normalize(store, &rt, &mut body, None)?;
+    crate::limits::check(&rt, &body)?;
     crate::admission::admit(
         store,
         &crate::admission::Write {
@@ -353,6 +354,7 @@ pub(crate) fn update_with(
     }
     validate_custom(store, &rt, &mut new)?;
     normalize(store, &rt, &mut new, Some(&old))?;
+    crate::limits::check(&rt, &new)?;
     crate::admission::admit(
         store,
         &crate::admission::Write {

@@ -14,6 +14,7 @@ pub(crate) mod error;
 pub mod hooks;
 pub(crate) mod kinds;
 pub mod kubeconfig;
+pub(crate) mod limits;
 pub(crate) mod list;
 pub(crate) mod load;
 pub(crate) mod object;
@@ -121,7 +122,7 @@ impl KubeSim {
             store: Arc::new(Mutex::new(store)),
             addr,
             bookmark_interval: config.bookmark_interval,
-            max_body_bytes: 16 * 1024 * 1024,
+            max_body_bytes: limits::MAX_BODY_BYTES,
             hooks: Mutex::new(hooks::Hooks::default()),
         });
         let (stop_tx, stop_rx) = tokio_watch::channel(false);

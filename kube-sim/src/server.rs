@@ -198,11 +198,11 @@ async fn read_body(shared: &Shared, req: Request<Incoming>) -> ApiResult<Bytes> 
     }
     let limited = http_body_util::Limited::new(req.into_body(), shared.max_body_bytes);
     limited.collect().await.map(|c| c.to_bytes()).map_err(|e| {
-        ApiError::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("request body could not be read: {e}"),
-        )
+        if e.is::<http_body_util::LengthLimitError>() {
+            crate::limits::body_too_large()
+        } else {
+            ApiError::bad_request(format!("request body could not be read: {e}"))
+        }
     })
 }
 

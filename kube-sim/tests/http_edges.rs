@@ -961,3 +961,81 @@ spec: {policyName: lenient, validationActions: [Deny]}
         .await
         .expect("an error under failurePolicy Ignore admits");
 }
+
+#[tokio::test]
+async fn size_limits_are_the_real_servers() {
+    let (_sim, client) = start().await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(client.clone());
+    let secret = |name: &str, bytes: usize| -> k8s_openapi::api::core::v1::Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "stringData": {"big": "x".repeat(bytes)},
+        }))
+        .expect("secret")
+    };
+    // Secret data over 1 MiB: 422 with the real message; exactly 1 MiB is stored.
+    let pp = PostParams::default();
+    let (code, reason, message) = api_error(
+        secrets
+            .create(&pp, &secret("too-big", 1024 * 1024 + 1))
+            .await,
+    );
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        message,
+        "Secret \"too-big\" is invalid: data: Too long: must have at most 1048576 bytes"
+    );
+    secrets
+        .create(&pp, &secret("fits", 1024 * 1024))
+        .await
+        .expect("1 MiB fits");
+    // Annotations over 256 KiB.
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "noted", "annotations": {"a": "y".repeat(256 * 1024)}},
+    }))
+    .expect("cm");
+    let (code, _, message) = api_error(cms.create(&pp, &cm).await);
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("metadata.annotations: Too long: must have at most 262144 bytes"),
+        "{message}"
+    );
+    // A body over 3 MiB is refused before it is decoded.
+    let body = json!({"metadata": {"name": "huge"}, "data": {"a": "z".repeat(3 * 1024 * 1024)}});
+    let (code, reason) = status_of(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!((code, reason.as_str()), (413, "RequestEntityTooLarge"));
+    // An object over etcd's 1.5 MiB: 413.
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "wide"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"containers": (0..8).map(|i| json!({"name": format!("c{i}"), "image": "i",
+                                  "env": [{"name": "V", "value": "w".repeat(200 * 1024)}]})).collect::<Vec<_>>()}}},
+    }))
+    .expect("deployment");
+    let deploys: Api<Deployment> = Api::default_namespaced(client);
+    let (code, reason, message) = api_error(deploys.create(&pp, &d).await);
+    assert_eq!(
+        (code, reason.as_str(), message.as_str()),
+        (
+            413,
+            "RequestEntityTooLarge",
+            "etcdserver: request is too large"
+        )
+    );
+}
+
+fn api_error<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> (u16, String, String) {
+    match r {
+        Err(kube::Error::Api(s)) => (s.code, s.reason, s.message),
+        other => panic!("expected a Status, got {other:?}"),
+    }
+}
