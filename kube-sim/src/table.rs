@@ -409,6 +409,20 @@ pub fn render(
     })
 }
 
+/// A Pod's STATUS column as the real server prints it: Terminating, a waiting container's
+/// reason, else the phase.
+fn pod_status(v: &Value) -> Value {
+    if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        return json!("Terminating");
+    }
+    let waiting = json_path(v, ".status.containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find_map(|c| c.pointer("/state/waiting/reason").cloned());
+    waiting.unwrap_or_else(|| s(v, ".status.phase"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,18 +448,4 @@ mod tests {
         );
         assert_eq!(json_path(&v, ".nope"), None);
     }
-}
-
-/// A Pod's STATUS column as the real server prints it: Terminating, a waiting container's
-/// reason, else the phase.
-fn pod_status(v: &Value) -> Value {
-    if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
-        return json!("Terminating");
-    }
-    let waiting = json_path(v, ".status.containerStatuses")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find_map(|c| c.pointer("/state/waiting/reason").cloned());
-    waiting.unwrap_or_else(|| s(v, ".status.phase"))
 }
