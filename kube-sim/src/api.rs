@@ -200,7 +200,7 @@ pub(crate) fn create_with(
     {
         o.remove("status");
     }
-    validate_custom(store, &rt, &mut body)?;
+    validate_custom(store, &rt, &mut body, None)?;
     normalize(store, &rt, &mut body, None)?;
     crate::limits::check(&rt, &body)?;
     crate::admission::admit(
@@ -352,7 +352,7 @@ pub(crate) fn update_with(
             ));
         }
     }
-    validate_custom(store, &rt, &mut new)?;
+    validate_custom(store, &rt, &mut new, Some(&old))?;
     normalize(store, &rt, &mut new, Some(&old))?;
     crate::limits::check(&rt, &new)?;
     crate::admission::admit(

@@ -203,7 +203,12 @@ pub(crate) fn normalize(
 }
 
 /// Prune, default and validate a custom resource against its CRD's schema.
-pub(crate) fn validate_custom(store: &Store, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+pub(crate) fn validate_custom(
+    store: &Store,
+    rt: &ResourceType,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> ApiResult<()> {
     let Some(crd_name) = &rt.crd else {
         return Ok(());
     };
@@ -220,9 +225,9 @@ pub(crate) fn validate_custom(store: &Store, rt: &ResourceType, obj: &mut Value)
     let mut causes = Vec::new();
     crate::schema::apply(schema, obj, "", &mut causes);
     if causes.is_empty() {
-        // x-kubernetes-validations (CEL), on the pruned and defaulted object. Transition rules
-        // (oldSelf) are not evaluated: no old object is passed.
-        if let Err(errors) = kube_cel::validate(schema, obj, None) {
+        // x-kubernetes-validations (CEL), on the pruned and defaulted object; on an update,
+        // transition rules compare with the stored object (`oldSelf`).
+        if let Err(errors) = kube_cel::validate(schema, obj, old) {
             causes.extend(errors.iter().map(|e| {
                 (
                     e.field_path.clone(),

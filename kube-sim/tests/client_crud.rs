@@ -649,6 +649,60 @@ async fn crd_cel_rules_reject_with_the_rule_message() {
 }
 
 #[tokio::test]
+async fn crd_transition_rules_compare_with_the_stored_object() {
+    let (_sim, client) = start().await;
+    let api = spec_crd(
+        &client,
+        "volumes",
+        "Volume",
+        json!({
+            "type": "object",
+            "properties": {
+                "class": {"type": "string",
+                          "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "class is immutable"}]},
+                "size": {"type": "integer",
+                         "x-kubernetes-validations": [{"rule": "self >= oldSelf", "message": "size may only grow"}]},
+            },
+        }),
+    )
+    .await;
+    let obj = |class: &str, size: i64| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Volume",
+            "metadata": {"name": "v"}, "spec": {"class": class, "size": size}}))
+        .expect("volume")
+    };
+    // Creation has no old object: transition rules do not apply.
+    api.create(&PostParams::default(), &obj("fast", 10))
+        .await
+        .expect("created");
+    let replace = |class: &'static str, size: i64| {
+        let api = api.clone();
+        async move {
+            let mut o = obj(class, size);
+            o.metadata.resource_version =
+                api.get("v").await.expect("get").metadata.resource_version;
+            api.replace("v", &PostParams::default(), &o).await
+        }
+    };
+    replace("fast", 20).await.expect("growing is allowed");
+    for (class, size, field, message) in [
+        ("slow", 20, "spec.class", "class is immutable"),
+        ("fast", 5, "spec.size", "size may only grow"),
+    ] {
+        let e = replace(class, size).await.unwrap_err();
+        let (code, text) = match e {
+            kube::Error::Api(s) => (s.code, s.message),
+            other => panic!("unexpected error {other}"),
+        };
+        assert_eq!(code, 422, "{text}");
+        assert!(
+            text.contains(&format!("{field}: Invalid value")) && text.contains(message),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn crd_patterns_and_formats_are_checked() {
     let (_sim, client) = start().await;
     let api = spec_crd(
