@@ -1,5 +1,6 @@
-//! A minimal `/openapi/v3`: enough for kubectl to see that the server validates fields itself
-//! (PATCH operations carry `fieldValidation`), so it skips client-side schema validation.
+//! `/openapi/v3`: per group-version documents with the schemas of the built-in kinds and of
+//! CRDs, so `kubectl explain` works; PATCH operations carry `fieldValidation`, so kubectl
+//! leaves field validation to the server.
 
 use serde_json::{Map, Value, json};
 
@@ -86,6 +87,17 @@ pub fn group_version(
             })
         };
         paths.insert(base, json!({ "get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete") }));
+        if t.crd.is_none()
+            && let Some(k) = crate::builtin_schemas::of(&t.group, &t.version, &t.kind)
+        {
+            for (name, def) in &k.definitions {
+                schemas.entry(name.clone()).or_insert_with(|| def.clone());
+            }
+            if let Some(s) = schemas.get_mut(&k.name) {
+                s["x-kubernetes-group-version-kind"] = gvk;
+            }
+            continue;
+        }
         let mut schema = schema_of(&t).unwrap_or_else(
             || json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true }),
         );

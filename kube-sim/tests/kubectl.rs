@@ -295,6 +295,18 @@ fn scenario(k: &Kubectl, ns: &str) {
         out.contains("KIND:") && out.contains("EgressProxyPolicy") && out.contains("FIELDS:"),
         "{out}"
     );
+    // ... and the built-in kinds' schemas, generated from k8s-openapi's types.
+    let out = k.ok(&["explain", "deployment.spec.template"]);
+    assert!(
+        out.contains("FIELD: template <PodTemplateSpec>")
+            && out.contains("Template describes the pods that will be created"),
+        "{out}"
+    );
+    let out = k.ok(&["explain", "pods.spec.containers.env.valueFrom.secretKeyRef"]);
+    assert!(
+        out.contains("<SecretKeySelector>") && out.contains("FIELDS:") && out.contains("key"),
+        "{out}"
+    );
 
     // Server-side apply: ownership, conflicts with other writers, --force-conflicts.
     let out = k.ok(&[
