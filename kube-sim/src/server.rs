@@ -191,19 +191,25 @@ async fn read_body(shared: &Shared, req: Request<Incoming>) -> ApiResult<Bytes> 
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if ct.contains("protobuf") || ct.contains("cbor") {
+    if ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(format!(
-            "kube-sim accepts JSON and YAML request bodies only, not {ct:?}"
+            "kube-sim accepts JSON, YAML and protobuf request bodies, not {ct:?}"
         )));
     }
+    let protobuf = ct.contains("protobuf");
     let limited = http_body_util::Limited::new(req.into_body(), shared.max_body_bytes);
-    limited.collect().await.map(|c| c.to_bytes()).map_err(|e| {
+    let body = limited.collect().await.map(|c| c.to_bytes()).map_err(|e| {
         if e.is::<http_body_util::LengthLimitError>() {
             crate::limits::body_too_large()
         } else {
             ApiError::bad_request(format!("request body could not be read: {e}"))
         }
-    })
+    })?;
+    if !protobuf {
+        return Ok(body);
+    }
+    let v = crate::protobuf::decode(&body).map_err(ApiError::unsupported_media_type)?;
+    Ok(Bytes::from(v.to_string()))
 }
 
 fn parse_json_body(body: &[u8]) -> ApiResult<Value> {

@@ -1,0 +1,453 @@
+//! Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`), decoded into
+//! the JSON the rest of the server works with. Typed clients (kubectl's `create secret`,
+//! `auth can-i`, ...) send them. The envelope is the magic `k8s\0` and a `runtime.Unknown`
+//! holding the type and the encoded object; each supported kind is described by a table of
+//! field numbers (from the upstream `generated.proto` files), so adding a kind is adding a
+//! table. Unknown fields are skipped, as protobuf readers do.
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+/// What a field holds.
+#[derive(Clone, Copy)]
+enum T {
+    Str,
+    Bool,
+    Int,
+    Time,
+    Msg(&'static [F]),
+    StrList,
+    MsgList(&'static [F]),
+    StrMap,
+    BytesMap,
+    /// `map<string, ExtraValue>`: a list of strings per key.
+    ListMap,
+}
+
+/// One field: number, JSON name, type.
+struct F(u32, &'static str, T);
+
+const OWNER_REF: &[F] = &[
+    F(5, "apiVersion", T::Str),
+    F(1, "kind", T::Str),
+    F(3, "name", T::Str),
+    F(4, "uid", T::Str),
+    F(6, "controller", T::Bool),
+    F(7, "blockOwnerDeletion", T::Bool),
+];
+
+const OBJECT_META: &[F] = &[
+    F(1, "name", T::Str),
+    F(2, "generateName", T::Str),
+    F(3, "namespace", T::Str),
+    F(5, "uid", T::Str),
+    F(6, "resourceVersion", T::Str),
+    F(7, "generation", T::Int),
+    F(8, "creationTimestamp", T::Time),
+    F(9, "deletionTimestamp", T::Time),
+    F(10, "deletionGracePeriodSeconds", T::Int),
+    F(11, "labels", T::StrMap),
+    F(12, "annotations", T::StrMap),
+    F(13, "ownerReferences", T::MsgList(OWNER_REF)),
+    F(14, "finalizers", T::StrList),
+];
+
+const RESOURCE_ATTRIBUTES: &[F] = &[
+    F(1, "namespace", T::Str),
+    F(2, "verb", T::Str),
+    F(3, "group", T::Str),
+    F(4, "version", T::Str),
+    F(5, "resource", T::Str),
+    F(6, "subresource", T::Str),
+    F(7, "name", T::Str),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[F] = &[F(1, "path", T::Str), F(2, "verb", T::Str)];
+
+const ACCESS_REVIEW_SPEC: &[F] = &[
+    F(1, "resourceAttributes", T::Msg(RESOURCE_ATTRIBUTES)),
+    F(2, "nonResourceAttributes", T::Msg(NON_RESOURCE_ATTRIBUTES)),
+    F(3, "user", T::Str),
+    F(4, "groups", T::StrList),
+    F(5, "extra", T::ListMap),
+    F(6, "uid", T::Str),
+];
+
+const ACCESS_REVIEW: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "spec", T::Msg(ACCESS_REVIEW_SPEC)),
+];
+
+const RULES_REVIEW: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "spec", T::Msg(&[F(1, "namespace", T::Str)])),
+];
+
+const SECRET: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "data", T::BytesMap),
+    F(3, "type", T::Str),
+    F(4, "stringData", T::StrMap),
+    F(5, "immutable", T::Bool),
+];
+
+const CONFIG_MAP: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "data", T::StrMap),
+    F(3, "binaryData", T::BytesMap),
+    F(4, "immutable", T::Bool),
+];
+
+const NAMESPACE: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "spec", T::Msg(&[F(1, "finalizers", T::StrList)])),
+];
+
+const OBJECT_REFERENCE: &[F] = &[
+    F(1, "kind", T::Str),
+    F(2, "namespace", T::Str),
+    F(3, "name", T::Str),
+    F(4, "uid", T::Str),
+    F(5, "apiVersion", T::Str),
+];
+
+const SERVICE_ACCOUNT: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "secrets", T::MsgList(OBJECT_REFERENCE)),
+    F(3, "imagePullSecrets", T::MsgList(&[F(1, "name", T::Str)])),
+    F(4, "automountServiceAccountToken", T::Bool),
+];
+
+const TOKEN_REQUEST: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(
+        2,
+        "spec",
+        T::Msg(&[
+            F(1, "audiences", T::StrList),
+            F(4, "expirationSeconds", T::Int),
+            F(
+                3,
+                "boundObjectRef",
+                T::Msg(&[
+                    F(1, "kind", T::Str),
+                    F(2, "apiVersion", T::Str),
+                    F(3, "name", T::Str),
+                    F(4, "uid", T::Str),
+                ]),
+            ),
+        ]),
+    ),
+];
+
+/// The kinds whose protobuf bodies are understood, by `apiVersion` and `kind`.
+const KINDS: &[(&str, &str, &[F])] = &[
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+        ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        RULES_REVIEW,
+    ),
+    ("v1", "Secret", SECRET),
+    ("v1", "ConfigMap", CONFIG_MAP),
+    ("v1", "Namespace", NAMESPACE),
+    ("v1", "ServiceAccount", SERVICE_ACCOUNT),
+    ("authentication.k8s.io/v1", "TokenRequest", TOKEN_REQUEST),
+];
+
+const MAGIC: &[u8] = b"k8s\0";
+
+/// A protobuf reader over one message.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+#[derive(Debug)]
+enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let (&b, rest) = self.buf.split_first().ok_or("truncated varint")?;
+            self.buf = rest;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint too long".into())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.buf.len() < n {
+            return Err("truncated field".into());
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    /// The next field: its number and value.
+    fn field(&mut self) -> Result<Option<(u32, Wire<'a>)>, String> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let tag = self.varint()?;
+        let no = u32::try_from(tag >> 3).map_err(|_| "field number out of range")?;
+        let wire = match tag & 7 {
+            0 => Wire::Varint(self.varint()?),
+            1 => {
+                self.take(8)?;
+                Wire::Fixed
+            }
+            2 => {
+                let n = usize::try_from(self.varint()?).map_err(|_| "length out of range")?;
+                Wire::Bytes(self.take(n)?)
+            }
+            5 => {
+                self.take(4)?;
+                Wire::Fixed
+            }
+            w => return Err(format!("unsupported wire type {w}")),
+        };
+        Ok(Some((no, wire)))
+    }
+}
+
+fn fields(buf: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
+    let mut r = Reader { buf };
+    let mut out = Vec::new();
+    while let Some(f) = r.field()? {
+        out.push(f);
+    }
+    Ok(out)
+}
+
+fn text(b: &[u8]) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|_| "a string field is not UTF-8".to_string())
+}
+
+fn b64(b: &[u8]) -> Value {
+    json!(base64::engine::general_purpose::STANDARD.encode(b))
+}
+
+/// A `map<string, X>` entry: key (1) and value (2).
+fn entry(b: &[u8]) -> Result<(String, Option<Wire<'_>>), String> {
+    let mut key = String::new();
+    let mut value = None;
+    for (no, w) in fields(b)? {
+        match (no, w) {
+            (1, Wire::Bytes(k)) => key = text(k)?,
+            (2, w) => value = Some(w),
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
+fn time(b: &[u8]) -> Result<Value, String> {
+    let mut seconds = 0i64;
+    for (no, w) in fields(b)? {
+        if let (1, Wire::Varint(v)) = (no, w) {
+            seconds = v as i64;
+        }
+    }
+    let t = chrono::DateTime::from_timestamp(seconds, 0).ok_or("time out of range")?;
+    Ok(json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+}
+
+/// Add one field's value to `out`.
+fn put(out: &mut Map<String, Value>, name: &str, ty: T, w: Wire) -> Result<(), String> {
+    let push = |out: &mut Map<String, Value>, v: Value| {
+        if let Value::Array(a) = out.entry(name).or_insert_with(|| json!([])) {
+            a.push(v);
+        }
+    };
+    let insert = |out: &mut Map<String, Value>, k: String, v: Value| {
+        if let Some(m) = out.entry(name).or_insert_with(|| json!({})).as_object_mut() {
+            m.insert(k, v);
+        }
+    };
+    match (ty, w) {
+        (T::Str, Wire::Bytes(b)) => {
+            out.insert(name.into(), json!(text(b)?));
+        }
+        (T::Bool, Wire::Varint(v)) => {
+            out.insert(name.into(), json!(v != 0));
+        }
+        (T::Int, Wire::Varint(v)) => {
+            out.insert(name.into(), json!(v as i64));
+        }
+        (T::Time, Wire::Bytes(b)) => {
+            out.insert(name.into(), time(b)?);
+        }
+        (T::Msg(d), Wire::Bytes(b)) => {
+            out.insert(name.into(), message(b, d)?);
+        }
+        (T::StrList, Wire::Bytes(b)) => push(out, json!(text(b)?)),
+        (T::MsgList(d), Wire::Bytes(b)) => push(out, message(b, d)?),
+        (T::StrMap | T::BytesMap | T::ListMap, Wire::Bytes(b)) => {
+            let (k, v) = entry(b)?;
+            let v = match (ty, v) {
+                (T::StrMap, Some(Wire::Bytes(s))) => json!(text(s)?),
+                (T::BytesMap, Some(Wire::Bytes(s))) => b64(s),
+                (T::ListMap, Some(Wire::Bytes(s))) => message(s, &[F(1, "items", T::StrList)])?
+                    .get("items")
+                    .cloned()
+                    .unwrap_or(json!([])),
+                (T::BytesMap, None) => json!(""),
+                (T::ListMap, None) => json!([]),
+                _ => json!(""),
+            };
+            insert(out, k, v);
+        }
+        (_, w) => return Err(format!("field {name:?} has an unexpected encoding {w:?}")),
+    }
+    Ok(())
+}
+
+fn message(buf: &[u8], desc: &[F]) -> Result<Value, String> {
+    let mut out = Map::new();
+    for (no, w) in fields(buf)? {
+        if let Some(F(_, name, ty)) = desc.iter().find(|f| f.0 == no) {
+            put(&mut out, name, *ty, w)?;
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Decode a protobuf request body into the object's JSON.
+pub fn decode(body: &[u8]) -> Result<Value, String> {
+    let raw = body
+        .strip_prefix(MAGIC)
+        .ok_or("the body does not start with the Kubernetes protobuf magic")?;
+    let (mut api_version, mut kind, mut object) = (String::new(), String::new(), &[][..]);
+    for (no, w) in fields(raw)? {
+        match (no, w) {
+            (1, Wire::Bytes(tm)) => {
+                for (n, w) in fields(tm)? {
+                    match (n, w) {
+                        (1, Wire::Bytes(v)) => api_version = text(v)?,
+                        (2, Wire::Bytes(k)) => kind = text(k)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Wire::Bytes(b)) => object = b,
+            _ => {}
+        }
+    }
+    let desc = KINDS
+        .iter()
+        .find(|(v, k, _)| *v == api_version && *k == kind)
+        .map(|(_, _, d)| *d)
+        .ok_or_else(|| format!("kube-sim cannot decode protobuf for {api_version} {kind}"))?;
+    let mut v = message(object, desc)?;
+    v["apiVersion"] = json!(api_version);
+    v["kind"] = json!(kind);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    fn bytes_field(no: u32, b: &[u8], out: &mut Vec<u8>) {
+        varint(u64::from(no) << 3 | 2, out);
+        varint(b.len() as u64, out);
+        out.extend_from_slice(b);
+    }
+
+    fn envelope(api_version: &str, kind: &str, object: &[u8]) -> Vec<u8> {
+        let mut tm = Vec::new();
+        bytes_field(1, api_version.as_bytes(), &mut tm);
+        bytes_field(2, kind.as_bytes(), &mut tm);
+        let mut u = MAGIC.to_vec();
+        bytes_field(1, &tm, &mut u);
+        bytes_field(2, object, &mut u);
+        u
+    }
+
+    #[test]
+    fn a_secret_with_metadata_maps_and_bytes() {
+        let mut meta = Vec::new();
+        bytes_field(1, b"creds", &mut meta);
+        let mut label = Vec::new();
+        bytes_field(1, b"app", &mut label);
+        bytes_field(2, b"web", &mut label);
+        bytes_field(11, &label, &mut meta);
+        let mut secret = Vec::new();
+        bytes_field(1, &meta, &mut secret);
+        let mut data = Vec::new();
+        bytes_field(1, b"password", &mut data);
+        bytes_field(2, b"s3cret", &mut data);
+        bytes_field(2, &data, &mut secret);
+        bytes_field(3, b"Opaque", &mut secret);
+        varint(5 << 3, &mut secret);
+        varint(1, &mut secret);
+        let v = decode(&envelope("v1", "Secret", &secret)).expect("decode");
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "creds", "labels": {"app": "web"}},
+                   "data": {"password": "czNjcmV0"}, "type": "Opaque", "immutable": true})
+        );
+    }
+
+    #[test]
+    fn an_access_review_and_bad_input() {
+        let mut attrs = Vec::new();
+        bytes_field(2, b"list", &mut attrs);
+        bytes_field(5, b"secrets", &mut attrs);
+        let mut spec = Vec::new();
+        bytes_field(1, &attrs, &mut spec);
+        let mut review = Vec::new();
+        bytes_field(2, &spec, &mut review);
+        let v = decode(&envelope(
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview",
+            &review,
+        ))
+        .expect("decode");
+        assert_eq!(
+            v["spec"],
+            json!({"resourceAttributes": {"verb": "list", "resource": "secrets"}})
+        );
+        assert!(decode(b"{}").is_err());
+        assert!(decode(&envelope("v1", "Pod", &[])).is_err());
+        let mut truncated = envelope("v1", "Secret", &review);
+        truncated.truncate(truncated.len() - 2);
+        assert!(decode(&truncated).is_err());
+    }
+}
