@@ -1,7 +1,8 @@
-//! Authentication (the admin token of the written kubeconfig, ServiceAccount tokens) and
-//! authorization of ServiceAccounts and anonymous users against the stored RBAC objects.
+//! Authentication (the admin token of the written kubeconfig, ServiceAccount tokens),
+//! impersonation, and authorization against the stored RBAC objects: the decisions behind
+//! every request and behind the access reviews (`reviews.rs`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::kubeconfig::ADMIN_TOKEN;
@@ -12,7 +13,15 @@ use crate::store::Store;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum User {
     Admin,
-    ServiceAccount { namespace: String, name: String },
+    ServiceAccount {
+        namespace: String,
+        name: String,
+    },
+    /// A user named by impersonation or by a SubjectAccessReview, with its groups.
+    Named {
+        name: String,
+        groups: Vec<String>,
+    },
 }
 
 impl User {
@@ -22,10 +31,11 @@ impl User {
             User::ServiceAccount { namespace, name } => {
                 format!("system:serviceaccount:{namespace}:{name}")
             }
+            User::Named { name, .. } => name.clone(),
         }
     }
 
-    fn groups(&self) -> Vec<String> {
+    pub(crate) fn groups(&self) -> Vec<String> {
         match self {
             User::Admin => vec!["system:masters".into(), "system:authenticated".into()],
             User::ServiceAccount { namespace, .. } => vec![
@@ -33,6 +43,34 @@ impl User {
                 format!("system:serviceaccounts:{namespace}"),
                 "system:authenticated".into(),
             ],
+            User::Named { groups, .. } => groups.clone(),
+        }
+    }
+
+    /// `system:masters` bypasses authorization, as on a real server.
+    fn is_admin(&self) -> bool {
+        self.groups().iter().any(|g| g == "system:masters")
+    }
+
+    /// The user a request impersonates: a ServiceAccount user without groups gets its
+    /// ServiceAccount groups, and every impersonated user is `system:authenticated`.
+    fn impersonated(name: &str, mut groups: Vec<String>) -> User {
+        if groups.is_empty()
+            && let Some((ns, _)) = name
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|r| r.split_once(':'))
+        {
+            groups = vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+            ];
+        }
+        if !groups.iter().any(|g| g == "system:authenticated") {
+            groups.push("system:authenticated".into());
+        }
+        User::Named {
+            name: name.into(),
+            groups,
         }
     }
 }
@@ -91,7 +129,7 @@ fn subject_matches(subject: &Value, user: &User) -> bool {
     let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or_default();
     match s("kind") {
         "ServiceAccount" => {
-            matches!(user, User::ServiceAccount { namespace, name } if s("name") == name && s("namespace") == namespace)
+            user.name() == format!("system:serviceaccount:{}:{}", s("namespace"), s("name"))
         }
         "User" => s("name") == user.name(),
         "Group" => user.groups().iter().any(|g| g == s("name")),
@@ -126,11 +164,233 @@ fn role_rules(store: &Store, binding: &Value, ns: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// What a request asks to do, as an authorizer sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Attributes {
+    pub verb: String,
+    pub group: String,
+    /// The resource, with `/subresource` when there is one.
+    pub resource: String,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+fn binding_desc(kind: &str, b: &Value) -> String {
+    let s = |p: &str| b.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    let ns = s("/metadata/namespace");
+    let name = if ns.is_empty() {
+        format!("\"{}\"", s("/metadata/name"))
+    } else {
+        format!("\"{}/{ns}\"", s("/metadata/name"))
+    };
+    format!(
+        "{kind} {name} of {} \"{}\"",
+        s("/roleRef/kind"),
+        s("/roleRef/name")
+    )
+}
+
+/// How the real authorizer names a binding's subject.
+fn subject_desc(subject: &Value) -> String {
+    let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or_default();
+    match s("kind") {
+        "ServiceAccount" => format!("ServiceAccount \"{}/{}\"", s("name"), s("namespace")),
+        kind => format!("{kind} \"{}\"", s("name")),
+    }
+}
+
+/// The RBAC bindings (ClusterRoleBindings, then RoleBindings in `ns`) that bind `user`: how
+/// the real authorizer describes each one and its subject, and its rules.
+fn bound_rules(store: &Store, user: &User, ns: Option<&str>) -> Vec<(String, Vec<Value>)> {
+    let subject = |b: &Value| {
+        b.get("subjects")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|s| subject_matches(s, user))
+            .map(subject_desc)
+    };
+    let mut out = Vec::new();
+    for (_, b) in store.range(&rbac("clusterrolebindings"), None, None) {
+        if let Some(who) = subject(b) {
+            let desc = format!("{} to {who}", binding_desc("ClusterRoleBinding", b));
+            out.push((desc, role_rules(store, b, "")));
+        }
+    }
+    if let Some(ns) = ns {
+        for (_, b) in store.range(&rbac("rolebindings"), Some(ns), None) {
+            if let Some(who) = subject(b) {
+                let desc = format!("{} to {who}", binding_desc("RoleBinding", b));
+                out.push((desc, role_rules(store, b, ns)));
+            }
+        }
+    }
+    out
+}
+
+/// Why `user` may do `a`, or None: the real RBAC authorizer's decision and reason.
+pub fn decide(store: &Store, user: &User, a: &Attributes) -> Option<String> {
+    if user.is_admin() {
+        return Some("kube-sim: system:masters may do anything".into());
+    }
+    if a.group == "authorization.k8s.io"
+        && a.resource.starts_with("selfsubject")
+        && a.verb == "create"
+    {
+        return Some(
+            "kube-sim: every authenticated user may review itself (system:basic-user)".into(),
+        );
+    }
+    let name = a.name.as_deref();
+    bound_rules(store, user, a.namespace.as_deref())
+        .into_iter()
+        .find(|(_, rules)| {
+            rules
+                .iter()
+                .any(|r| rule_allows(r, &a.verb, &a.group, &a.resource, name))
+        })
+        .map(|(desc, _)| format!("RBAC: allowed by {desc}"))
+}
+
+/// URLs every user may GET (the real server's system:discovery and
+/// system:public-info-viewer bindings).
+pub const OPEN_URLS: &[&str] = &[
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/healthz",
+    "/livez",
+    "/openapi",
+    "/openapi/*",
+    "/readyz",
+    "/version",
+    "/version/",
+];
+
+fn url_matches(pattern: &str, path: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => pattern == path,
+    }
+}
+
+/// Why `user` may `verb` a non-resource URL, or None.
+pub fn decide_url(store: &Store, user: &User, verb: &str, path: &str) -> Option<String> {
+    if user.is_admin() {
+        return Some("kube-sim: system:masters may do anything".into());
+    }
+    if verb == "get" && OPEN_URLS.iter().any(|u| url_matches(u, path)) {
+        return Some("kube-sim: discovery is open to every user".into());
+    }
+    bound_rules(store, user, None)
+        .into_iter()
+        .find(|(_, rules)| {
+            rules.iter().any(|r| {
+                strs(r.get("verbs")).iter().any(|v| *v == "*" || *v == verb)
+                    && strs(r.get("nonResourceURLs"))
+                        .iter()
+                        .any(|u| url_matches(u, path))
+            })
+        })
+        .map(|(desc, _)| format!("RBAC: allowed by {desc}"))
+}
+
+/// What `user` may do in `ns` (a SelfSubjectRulesReview's status).
+pub fn rules_of(store: &Store, user: &User, ns: &str) -> Value {
+    if user.is_admin() {
+        return json!({
+            "resourceRules": [{ "verbs": ["*"], "apiGroups": ["*"], "resources": ["*"] }],
+            "nonResourceRules": [{ "verbs": ["*"], "nonResourceURLs": ["*"] }],
+            "incomplete": false,
+        });
+    }
+    let mut resource = vec![
+        json!({ "verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"] }),
+    ];
+    let mut non_resource = vec![json!({ "verbs": ["get"], "nonResourceURLs": OPEN_URLS })];
+    let ns = (!ns.is_empty()).then_some(ns);
+    for rule in bound_rules(store, user, ns)
+        .into_iter()
+        .flat_map(|(_, r)| r)
+    {
+        let keep = |k: &str| {
+            rule.get(k)
+                .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        };
+        let mut out = serde_json::Map::new();
+        for k in [
+            "verbs",
+            "apiGroups",
+            "resources",
+            "resourceNames",
+            "nonResourceURLs",
+        ] {
+            if let Some(v) = keep(k) {
+                out.insert(k.into(), v.clone());
+            }
+        }
+        if out.contains_key("nonResourceURLs") {
+            non_resource.push(Value::Object(out));
+        } else {
+            resource.push(Value::Object(out));
+        }
+    }
+    json!({ "resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false })
+}
+
+/// The user a request acts as: `Impersonate-User` and `Impersonate-Group` headers, allowed
+/// only to a requester with the `impersonate` verb on those users, ServiceAccounts and groups.
+pub fn impersonate(
+    store: &Store,
+    requester: User,
+    user: Option<&str>,
+    groups: Vec<String>,
+) -> Result<User, ApiError> {
+    let Some(name) = user else {
+        if groups.is_empty() {
+            return Ok(requester);
+        }
+        return Err(ApiError::bad_request(
+            "requested impersonation of groups without a user",
+        ));
+    };
+    let mut checks = vec![match name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'))
+    {
+        Some((ns, sa)) => ("serviceaccounts", sa.to_string(), Some(ns.to_string())),
+        None => ("users", name.to_string(), None),
+    }];
+    checks.extend(groups.iter().map(|g| ("groups", g.clone(), None)));
+    for (resource, target, namespace) in checks {
+        let a = Attributes {
+            verb: "impersonate".into(),
+            group: String::new(),
+            resource: resource.into(),
+            name: Some(target.clone()),
+            namespace: namespace.clone(),
+        };
+        if decide(store, &requester, &a).is_none() {
+            let scope = match &namespace {
+                Some(ns) => format!(" in the namespace \"{ns}\""),
+                None => " at the cluster scope".into(),
+            };
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{resource} \"{target}\" is forbidden: User \"{}\" cannot impersonate resource \"{resource}\" in API group \"\"{scope}",
+                    requester.name()
+                ),
+            ));
+        }
+    }
+    Ok(User::impersonated(name, groups))
+}
+
 /// Allow or answer 403 Forbidden, as the real RBAC authorizer does.
 pub fn authorize(store: &Store, user: &User, verb: &str, t: &Target) -> Result<(), ApiError> {
-    if *user == User::Admin {
-        return Ok(());
-    }
     let resource = match &t.subresource {
         Some(s) => format!("{}/{s}", t.rt.plural),
         None => t.rt.plural.clone(),
@@ -148,27 +408,15 @@ pub fn authorize(store: &Store, user: &User, verb: &str, t: &Target) -> Result<(
             .then(|| name.map(str::to_string))
             .flatten()
     });
-    let allowed = |rules: Vec<Value>| {
-        rules
-            .iter()
-            .any(|r| rule_allows(r, verb, group, &resource, name))
+    let a = Attributes {
+        verb: verb.into(),
+        group: group.into(),
+        resource,
+        name: name.map(str::to_string),
+        namespace: ns,
     };
-    let bound = |b: &Value| {
-        b.get("subjects")
-            .and_then(Value::as_array)
-            .is_some_and(|ss| ss.iter().any(|s| subject_matches(s, user)))
-    };
-    for (_, b) in store.range(&rbac("clusterrolebindings"), None, None) {
-        if bound(b) && allowed(role_rules(store, b, "")) {
-            return Ok(());
-        }
-    }
-    if let Some(ns) = ns.as_deref() {
-        for (_, b) in store.range(&rbac("rolebindings"), Some(ns), None) {
-            if bound(b) && allowed(role_rules(store, b, ns)) {
-                return Ok(());
-            }
-        }
+    if decide(store, user, &a).is_some() {
+        return Ok(());
     }
     let what = match name {
         Some(n) => format!("{} \"{n}\" is forbidden", gr_name(t)),

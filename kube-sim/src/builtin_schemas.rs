@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    admissionregistration::v1 as admission, apps::v1 as apps, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
-    events::v1 as events, networking::v1 as networking, rbac::v1 as rbac,
+    admissionregistration::v1 as admission, apps::v1 as apps, authorization::v1 as authz,
+    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+    rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::JsonSchema;
@@ -105,6 +106,22 @@ fn all() -> HashMap<Key, KindSchema> {
         (
             ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
             generate::<rbac::ClusterRoleBinding>(),
+        ),
+        (
+            ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"),
+            generate::<authz::SelfSubjectAccessReview>(),
+        ),
+        (
+            ("authorization.k8s.io", "v1", "SelfSubjectRulesReview"),
+            generate::<authz::SelfSubjectRulesReview>(),
+        ),
+        (
+            ("authorization.k8s.io", "v1", "SubjectAccessReview"),
+            generate::<authz::SubjectAccessReview>(),
+        ),
+        (
+            ("authorization.k8s.io", "v1", "LocalSubjectAccessReview"),
+            generate::<authz::LocalSubjectAccessReview>(),
         ),
         (
             ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),

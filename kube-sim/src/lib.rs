@@ -23,6 +23,7 @@ pub(crate) mod openapi;
 pub(crate) mod patch;
 pub(crate) mod protobuf;
 pub(crate) mod resources;
+pub(crate) mod reviews;
 pub(crate) mod routing;
 pub(crate) mod scale;
 pub(crate) mod schema;

@@ -47,7 +47,15 @@ impl ResourceType {
         }
     }
 
+    /// An access review: created and answered, never stored.
+    pub fn is_review(&self) -> bool {
+        self.group == "authorization.k8s.io"
+    }
+
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.is_review() {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -226,6 +234,10 @@ const BUILTINS: &[B] = &[
     B { group: "rbac.authorization.k8s.io", version: "v1", plural: "clusterroles", kind: "ClusterRole", namespaced: false, short: &[], status: false, scale: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", plural: "rolebindings", kind: "RoleBinding", namespaced: true, short: &[], status: false, scale: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", plural: "clusterrolebindings", kind: "ClusterRoleBinding", namespaced: false, short: &[], status: false, scale: false },
+    B { group: "authorization.k8s.io", version: "v1", plural: "selfsubjectaccessreviews", kind: "SelfSubjectAccessReview", namespaced: false, short: &[], status: false, scale: false },
+    B { group: "authorization.k8s.io", version: "v1", plural: "selfsubjectrulesreviews", kind: "SelfSubjectRulesReview", namespaced: false, short: &[], status: false, scale: false },
+    B { group: "authorization.k8s.io", version: "v1", plural: "subjectaccessreviews", kind: "SubjectAccessReview", namespaced: false, short: &[], status: false, scale: false },
+    B { group: "authorization.k8s.io", version: "v1", plural: "localsubjectaccessreviews", kind: "LocalSubjectAccessReview", namespaced: true, short: &[], status: false, scale: false },
     B { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], status: true, scale: false },
 ];
 

@@ -275,6 +275,20 @@ async fn dispatch(shared: &Arc<Shared>, req: Request<Incoming>) -> ApiResult<Res
     let (r, user) = {
         let store = shared.lock();
         let user = crate::auth::authenticate(&store, auth_header)?;
+        let header = |k: &str| {
+            req.headers()
+                .get_all(k)
+                .iter()
+                .filter_map(|v| v.to_str().ok().map(str::to_string))
+                .collect::<Vec<String>>()
+        };
+        let as_user = header("impersonate-user").into_iter().next();
+        let user = crate::auth::impersonate(
+            &store,
+            user,
+            as_user.as_deref(),
+            header("impersonate-group"),
+        )?;
         (route(&store.registry, req.uri().path())?, user)
     };
     let read_only = method == Method::GET || method == Method::HEAD;
@@ -371,6 +385,17 @@ async fn resource(
     let verb = verb_of(&method, &t, watching);
     crate::auth::authorize(&shared.lock(), &user, verb, &authorized_as(&t, verb, &q))?;
     let drop_after = apply_hooks(shared, &method, &t, watching, &q).await?;
+    if t.rt.is_review() {
+        if method != Method::POST || t.name.is_some() || t.subresource.is_some() {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {}",
+                t.rt.plural
+            )));
+        }
+        let body = parse_json_body(&read_body(shared, req).await?)?;
+        let v = crate::reviews::answer(&shared.lock(), &user, &t, body)?;
+        return Ok(json_response(201, &v));
+    }
     match t.subresource.as_deref() {
         None => {}
         Some("status") if t.rt.status => {}

@@ -1039,3 +1039,201 @@ fn api_error<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> (u16, String, Str
         other => panic!("expected a Status, got {other:?}"),
     }
 }
+
+/// A client for `token` (None: the admin) that impersonates `user` and `groups`.
+fn impersonating(
+    sim: &KubeSimHandle,
+    token: Option<&str>,
+    user: &str,
+    groups: &[&str],
+) -> kube::Client {
+    let mut config = kube::Config::new(sim.base_url().parse().expect("url"));
+    config.default_namespace = "default".into();
+    let mut auth = json!({ "as": user, "as-groups": groups });
+    if let Some(t) = token {
+        auth["token"] = json!(t);
+    }
+    config.auth_info = serde_json::from_value(auth).expect("auth info");
+    kube::Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn access_reviews_and_impersonation_follow_rbac() {
+    use k8s_openapi::api::authorization::v1::{
+        LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview,
+        SubjectAccessReview,
+    };
+    use k8s_openapi::api::core::v1::Pod;
+    let (sim, admin) = start().await;
+    sim.apply_yaml(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: x}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: reader, namespace: x}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: admin-helper, namespace: x}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader, namespace: x}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reader-pods, namespace: x}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+subjects: [{kind: ServiceAccount, name: reader, namespace: x}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: impersonator}
+rules: [{apiGroups: [""], resources: [users, groups], verbs: [impersonate]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: helper-impersonates}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: impersonator}
+subjects: [{kind: ServiceAccount, name: admin-helper, namespace: x}]
+"#,
+    )
+    .expect("rbac");
+    let reader = "system:serviceaccount:x:reader";
+    let attrs = |verb: &str, ns: &str| json!({"resourceAttributes": {"verb": verb, "resource": "pods", "namespace": ns}});
+    let pp = PostParams::default();
+
+    // SelfSubjectAccessReview as the reader (admin impersonating it), with the RBAC reason.
+    let as_reader = impersonating(&sim, None, reader, &[]);
+    let ssar: Api<SelfSubjectAccessReview> = Api::all(as_reader.clone());
+    let review = |spec: serde_json::Value| -> SelfSubjectAccessReview {
+        serde_json::from_value(json!({"spec": spec})).expect("review")
+    };
+    let st = ssar
+        .create(&pp, &review(attrs("list", "x")))
+        .await
+        .expect("ssar")
+        .status
+        .expect("status");
+    assert!(st.allowed);
+    assert_eq!(
+        st.reason.as_deref(),
+        Some(
+            "RBAC: allowed by RoleBinding \"reader-pods/x\" of Role \"pod-reader\" to ServiceAccount \"reader/x\""
+        )
+    );
+    for spec in [attrs("delete", "x"), attrs("list", "default")] {
+        let st = ssar
+            .create(&pp, &review(spec))
+            .await
+            .expect("ssar")
+            .status
+            .expect("status");
+        assert!(!st.allowed);
+    }
+    let both = json!({"resourceAttributes": {"verb": "get"}, "nonResourceAttributes": {"path": "/api", "verb": "get"}});
+    let (code, _, message) = api_error(ssar.create(&pp, &review(both)).await);
+    assert_eq!(code, 422, "{message}");
+    let url = json!({"nonResourceAttributes": {"path": "/apis/apps", "verb": "get"}});
+    assert!(
+        ssar.create(&pp, &review(url))
+            .await
+            .expect("ssar")
+            .status
+            .expect("status")
+            .allowed
+    );
+
+    // SubjectAccessReview and LocalSubjectAccessReview name the user instead.
+    let sar: Api<SubjectAccessReview> = Api::all(admin.clone());
+    let spec = |verb: &str| {
+        let mut s = attrs(verb, "x");
+        s["user"] = json!(reader);
+        s
+    };
+    let sar_of = |verb: &str| -> SubjectAccessReview {
+        serde_json::from_value(json!({"spec": spec(verb)})).expect("sar")
+    };
+    assert!(
+        sar.create(&pp, &sar_of("get"))
+            .await
+            .expect("sar")
+            .status
+            .expect("status")
+            .allowed
+    );
+    assert!(
+        !sar.create(&pp, &sar_of("create"))
+            .await
+            .expect("sar")
+            .status
+            .expect("status")
+            .allowed
+    );
+    let lsar: Api<LocalSubjectAccessReview> = Api::namespaced(admin.clone(), "default");
+    let local: LocalSubjectAccessReview =
+        serde_json::from_value(json!({"spec": spec("get")})).expect("lsar");
+    assert_eq!(
+        api_error(lsar.create(&pp, &local).await).0,
+        422,
+        "namespace must match the path"
+    );
+
+    // SelfSubjectRulesReview lists the bound rules.
+    let rules: Api<SelfSubjectRulesReview> = Api::all(as_reader.clone());
+    let ssrr: SelfSubjectRulesReview =
+        serde_json::from_value(json!({"spec": {"namespace": "x"}})).expect("ssrr");
+    let st = rules
+        .create(&pp, &ssrr)
+        .await
+        .expect("ssrr")
+        .status
+        .expect("status");
+    assert!(
+        st.resource_rules.iter().any(
+            |r| r.resources.as_deref() == Some(&["pods".to_string()][..])
+                && r.verbs == ["get", "list"]
+        ),
+        "{st:?}"
+    );
+
+    // The impersonated user's rights apply to ordinary requests too.
+    let pods: Api<Pod> = Api::namespaced(as_reader.clone(), "x");
+    pods.list(&Default::default())
+        .await
+        .expect("the reader lists pods in x");
+    let elsewhere: Api<Pod> = Api::namespaced(as_reader, "default");
+    let (code, _, message) = api_error(elsewhere.list(&Default::default()).await);
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("User \"system:serviceaccount:x:reader\" cannot list resource \"pods\""),
+        "{message}"
+    );
+
+    // Impersonation needs the impersonate verb.
+    let token = |name: &str| sim.service_account_token("x", name);
+    let denied = impersonating(&sim, Some(&token("reader")), "alice", &[]);
+    let (code, _, message) = api_error(
+        Api::<Pod>::namespaced(denied, "x")
+            .list(&Default::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "users \"alice\" is forbidden: User \"system:serviceaccount:x:reader\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+    );
+    let helper = impersonating(&sim, Some(&token("admin-helper")), "alice", &["devs"]);
+    let ssar: Api<SelfSubjectAccessReview> = Api::all(helper);
+    let st = ssar
+        .create(&pp, &review(attrs("list", "x")))
+        .await
+        .expect("ssar")
+        .status
+        .expect("status");
+    assert!(!st.allowed, "alice has no rights of her own");
+}
