@@ -43,6 +43,12 @@ use crate::noproxy::Dialect;
         json_path = ".status.activeCredential"
     ),
     printcolumn(
+        name = "Rotation",
+        type_ = "string",
+        description = "The phase of the last credential rotation",
+        json_path = ".status.rotation.phase"
+    ),
+    printcolumn(
         name = "Up-To-Date",
         type_ = "integer",
         description = "Selected workloads running the current proxy configuration",

@@ -1,6 +1,6 @@
 //! `EgressProxyPolicy.status`: what the operator observed and did.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,9 +38,14 @@ pub struct EgressProxyPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_credential: Option<String>,
 
-    /// Progress of a credential rotation.
+    /// The last credential rotation: where it stands and which slot may be revoked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<RotationStatus>,
+
+    /// The credential slots: content fingerprint and whether workloads use them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub credentials: Vec<CredentialSlotStatus>,
 
     /// Counts of selected and up-to-date workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,32 +100,109 @@ pub struct Fact {
     pub message: Option<String>,
 }
 
-/// Progress of a credential rotation from one slot to the other.
+/// A credential rotation from one slot to the other, as rotation tooling follows it: wait
+/// for `phase` `Complete`, then revoke the slots listed in `revocable`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RotationStatus {
+    /// Where the rotation stands.
+    pub phase: RotationPhase,
     /// The slot being left.
     pub from: String,
     /// The slot being switched to.
     pub to: String,
-    /// Where the rotation stands.
-    pub phase: RotationPhase,
-    /// Workloads still running with the `from` slot.
+    /// What started it: `Auto` (the standby slot's Secret changed) or `Manual`
+    /// (`spec.proxy.active` changed).
+    pub trigger: RotationTrigger,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// The selected workloads, how many run the `to` slot, and how many of those finished
+    /// rolling.
     #[serde(default)]
-    pub workloads_pending: i32,
+    pub workloads: RotationCounts,
+    /// Some of the workloads not yet on the `to` slot or still rolling (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub pending: Vec<String>,
+    /// Slots that no workload template and no Pod uses any more: their credentials may be
+    /// revoked. Set only when `phase` is `Complete`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revocable: Vec<String>,
+    /// When `revocable` was first set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocable_since: Option<Time>,
+    /// What the rotation waits for, or why it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Phases of a rotation.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum RotationPhase {
-    /// The new slot is being checked through the proxy.
+    /// The new slot is being checked through the proxy before any workload switches.
     Verifying,
-    /// Workloads are being switched to the new slot.
+    /// Workloads are being switched to the new slot, `spec.rollout.maxConcurrent` at a time.
     Rolling,
-    /// No workload uses the old slot any more: it may be revoked.
+    /// Every workload runs the new slot; Pods started with the old one are still stopping.
+    Draining,
+    /// No workload and no Pod uses the old slot: it may be revoked.
     Complete,
-    /// The new slot failed verification; workloads stay on the old slot.
-    Failed,
+    /// The new slot cannot be used (missing, not granted, malformed or failed verification):
+    /// no workload was switched.
+    Blocked,
+    /// A switched workload's rollout exceeded its progress deadline: nothing more is
+    /// switched and nothing is revocable until it is fixed or the rotation is reversed.
+    Stalled,
+}
+
+/// What started a rotation.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RotationTrigger {
+    /// The standby slot's Secret changed (`spec.proxy.rotation: Auto`).
+    Auto,
+    /// `spec.proxy.active` changed.
+    Manual,
+}
+
+/// Workload counts of a rotation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotationCounts {
+    /// Selected workloads.
+    pub total: i32,
+    /// Workloads whose template uses the `to` slot.
+    pub switched: i32,
+    /// Switched workloads whose rollout finished.
+    pub rolled_out: i32,
+}
+
+/// One credential slot as the operator last saw it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialSlotStatus {
+    /// The slot name.
+    pub name: String,
+    /// A keyed fingerprint of the slot's Secret content (never the content): it changes
+    /// when the content changes, and `rotation: Auto` compares it to start a rotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// `InUse` (workloads use it), `Standby`, or `Unavailable`.
+    pub state: SlotState,
+    /// Why the slot cannot be used, when it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The state of a credential slot.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum SlotState {
+    /// Workload templates or running Pods use it.
+    InUse,
+    /// Valid and unused.
+    Standby,
+    /// Missing, not granted or malformed.
+    Unavailable,
 }
 
 /// Workload counts.

@@ -207,6 +207,7 @@ fn applied_status(
         discovered: Some(a.facts.clone()),
         active_credential: Some(a.active.clone()),
         rotation: previous.rotation.clone(),
+        credentials: previous.credentials.clone(),
         workloads: Some(WorkloadCounts {
             selected: a.mine.len() as i32 + a.held.len() as i32,
             up_to_date,
