@@ -7,4 +7,5 @@ pub mod controller;
 pub(crate) mod credentials;
 pub(crate) mod discovery;
 pub mod noproxy;
+pub mod rotation;
 pub(crate) mod workloads;
