@@ -108,11 +108,11 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         "cloud metadata  169.254.169.254",
         "EgressProxyPolicy team-a/outbound: Ready=True (Reconciled)",
         "EgressProxyPolicy team-b/outbound: Ready=True (Reconciled)",
-        "Deployment/api: egressproxy.io/config-hash=v1-",
-        "container api: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[HTTP_PROXY]",
-        "init container migrate: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[HTTP_PROXY]",
+        "Deployment/api: egressproxy.io/config-hash=v2-",
+        "container api: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[slot.main.HTTP_PROXY]",
+        "init container migrate: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[slot.blue.HTTP_PROXY]",
         "NO_PROXY, no_proxy <- ConfigMap egress-proxy-outbound[NO_PROXY]",
-        "StatefulSet/ledger: egressproxy.io/config-hash=v1-",
+        "StatefulSet/ledger: egressproxy.io/config-hash=v2-",
     ] {
         assert!(
             report.contains(expected),

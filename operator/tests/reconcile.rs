@@ -114,14 +114,14 @@ async fn injects_all_six_variables_by_reference_into_every_selected_kind() {
         for v in ["HTTP_PROXY", "http_proxy"] {
             assert_eq!(
                 secret_ref(env_of(c, v)),
-                Some((managed.into(), "HTTP_PROXY".into())),
+                Some((managed.into(), "slot.main.HTTP_PROXY".into())),
                 "{v}"
             );
         }
         for v in ["HTTPS_PROXY", "https_proxy"] {
             assert_eq!(
                 secret_ref(env_of(c, v)),
-                Some((managed.into(), "HTTPS_PROXY".into())),
+                Some((managed.into(), "slot.main.HTTPS_PROXY".into())),
                 "{v}"
             );
         }
@@ -144,7 +144,7 @@ async fn injects_all_six_variables_by_reference_into_every_selected_kind() {
         Some("info"),
         "own env kept"
     );
-    assert!(hash(&api).is_some_and(|h| h.starts_with("v1-")));
+    assert!(hash(&api).is_some_and(|h| h.starts_with("v2-")));
 
     let db = Api::<StatefulSet>::namespaced(env.client.clone(), "team-a")
         .get("db")
@@ -311,7 +311,8 @@ async fn secret_change_rolls_each_workload_once_and_nothing_else_writes() {
         .await
         .unwrap();
     assert!(
-        String::from_utf8_lossy(&secret.data.unwrap()["HTTP_PROXY"].0).contains("second-password")
+        String::from_utf8_lossy(&secret.data.unwrap()["slot.main.HTTP_PROXY"].0)
+            .contains("second-password")
     );
     // And the annotation does not reveal the password.
     assert!(!hash(&after).unwrap().contains("second"));
@@ -581,7 +582,7 @@ async fn keep_reports_the_conflict_and_override_takes_over_then_restores() {
     let c = container(&legacy, "legacy");
     assert_eq!(
         secret_ref(env_of(c, "HTTP_PROXY")).map(|r| r.1),
-        Some("HTTP_PROXY".into())
+        Some("slot.main.HTTP_PROXY".into())
     );
     assert!(env_of(c, "HTTP_PROXY").value.is_none());
 
@@ -1455,7 +1456,13 @@ stringData:
             .await
             .expect("managed Secret")
     };
-    assert!(managed().await.data.unwrap().contains_key("HTTP_PROXY"));
+    assert!(
+        managed()
+            .await
+            .data
+            .unwrap()
+            .contains_key("slot.main.HTTP_PROXY")
+    );
 
     // The owner of the shared Secret withdraws the grant.
     let sources = Api::<Secret>::namespaced(env.client.clone(), "proxy-system");
@@ -1477,7 +1484,8 @@ stringData:
     assert_eq!(env_names(&api, "api"), ["LOG_LEVEL"]);
     let data = managed().await.data.unwrap_or_default();
     assert!(
-        !data.contains_key("HTTP_PROXY") && !data.contains_key("HTTPS_PROXY"),
+        data.keys()
+            .all(|k| k == "hash-key" || k.starts_with("original.")),
         "the copy of the credential is gone: {:?}",
         data.keys().collect::<Vec<_>>()
     );
@@ -1511,7 +1519,7 @@ stringData:
             .await
             .data
             .unwrap_or_default()
-            .contains_key("HTTP_PROXY")
+            .contains_key("slot.main.HTTP_PROXY")
     );
     op.stop().await;
 }

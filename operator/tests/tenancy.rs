@@ -329,7 +329,27 @@ fn attempts() -> Vec<(
             None,
             false,
         ),
-        ("list Pods", "GET", "/api/v1/pods", None, false),
+        (
+            "list the Pods of every namespace",
+            "GET",
+            "/api/v1/pods",
+            None,
+            false,
+        ),
+        (
+            "list the Pods of a namespace that did not opt in",
+            "GET",
+            "/api/v1/namespaces/team-n/pods",
+            None,
+            false,
+        ),
+        (
+            "list the Pods of an opted-in namespace",
+            "GET",
+            "/api/v1/namespaces/team-a/pods",
+            None,
+            true,
+        ),
         (
             "delete a Namespace",
             "DELETE",

@@ -46,4 +46,14 @@ pub mod event {
     pub const CONFIG_APPLIED: &str = "ConfigApplied";
     /// The operator's entries were removed from workloads (they roll).
     pub const CONFIG_REMOVED: &str = "ConfigRemoved";
+    /// A credential rotation began.
+    pub const ROTATION_STARTED: &str = "RotationStarted";
+    /// The rotation's target slot cannot be used: nothing was switched.
+    pub const ROTATION_BLOCKED: &str = "RotationBlocked";
+    /// A switched workload's rollout exceeded its progress deadline.
+    pub const ROTATION_STALLED: &str = "RotationStalled";
+    /// No workload or Pod uses the slot being left: it may be revoked.
+    pub const CREDENTIAL_REVOCABLE: &str = "CredentialRevocable";
+    /// The Secret of a slot in use changed in place.
+    pub const CREDENTIAL_CHANGED_IN_PLACE: &str = "CredentialChangedInPlace";
 }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
@@ -20,11 +21,12 @@ use super::errors::{self, Category, Error};
 use super::objects::{self, DiscoverySources, Workload, WorkloadView};
 use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
+    SlotRead,
 };
 use super::tenancy::Managed;
 use super::{Ctx, FINALIZER, REPORTER};
-use crate::api::{EgressProxyPolicy, WorkloadKind};
-use crate::credentials::{self, CredentialError, ProxyUrls};
+use crate::api::{CredentialSlot, EgressProxyPolicy, WorkloadKind};
+use crate::credentials::{self, CredentialError};
 use crate::discovery::ClusterInputs;
 use crate::workloads::{self, FIELD_MANAGER, WorkloadId, Write};
 
@@ -109,7 +111,7 @@ struct Observation {
     admission: String,
     denied: Option<String>,
     cluster: ClusterInputs,
-    credentials: Option<Result<ProxyUrls, CredentialError>>,
+    slots: Option<Vec<SlotRead>>,
     secret: Observed<SecretData>,
     config_map: Observed<ConfigMapData>,
     workloads: Vec<WorkloadView>,
@@ -132,23 +134,59 @@ struct Executor {
 impl Executor {
     async fn run(&self) -> Result<Action, Error> {
         let o = self.observe().await?;
+        let mut plan = self.plan(&o, None);
+        if plan.needs_pods {
+            let pods = self.pods_per_slot().await?;
+            plan = self.plan(&o, Some(&pods));
+        }
+        self.execute(&plan, &o).await
+    }
+
+    fn plan(&self, o: &Observation, pods: Option<&BTreeMap<String, usize>>) -> Plan {
         let others: Vec<&EgressProxyPolicy> = o.others.iter().map(Arc::as_ref).collect();
-        let plan = plan::plan(&plan::Inputs {
+        plan::plan(&plan::Inputs {
             policy: &self.policy,
             others: &others,
             admitted: o.admitted,
             admission: &o.admission,
             denied: o.denied.as_deref(),
             cluster: &o.cluster,
-            credentials: o.credentials.as_ref(),
+            slots: o.slots.as_deref(),
+            pods,
             secret: &o.secret,
             config_map: &o.config_map,
             workloads: &o.workloads,
             recent: &o.recent,
             previous: &o.previous,
             new_key: &o.new_key,
-        });
-        self.execute(&plan, &o).await
+        })
+    }
+
+    /// The namespace's Pods per credential slot of this policy (the annotation their
+    /// template carried), metadata only: Terminating Pods count, they still run.
+    async fn pods_per_slot(&self) -> Result<BTreeMap<String, usize>, Error> {
+        let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let pods = api
+            .list_metadata(&ListParams::default())
+            .await
+            .map_err(Error::kube(
+                "listing",
+                format!("Pods in namespace {}", self.ns),
+            ))?;
+        let prefix = format!("{}/", self.managed);
+        let mut out = BTreeMap::new();
+        for p in pods.items {
+            let slot = p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(workloads::CREDENTIAL_SLOT))
+                .and_then(|v| v.strip_prefix(&prefix));
+            if let Some(slot) = slot {
+                *out.entry(slot.to_owned()).or_default() += 1;
+            }
+        }
+        Ok(out)
     }
 
     /// Reads what the plan needs. Remembered writes are read before the caches: a watch
@@ -172,17 +210,17 @@ impl Executor {
         let denied = self.access().await?;
         let cluster = cluster_inputs(ctx);
         let active = admitted && denied.is_none();
-        let credentials = if plan::needs_credentials(&self.policy, active, &cluster) {
-            Some(self.credentials().await?)
+        let slots = if plan::needs_credentials(&self.policy, active, &cluster) {
+            Some(self.read_slots().await?)
         } else {
             None
         };
-        if plan::needs_lookup(credentials.as_ref(), &secret)
+        if plan::needs_lookup(slots.as_deref(), &secret)
             && let Some(s) = self.get_managed::<Secret>().await?
         {
             secret = self.found(s.metadata, s.data.map(SecretData));
         }
-        if plan::needs_lookup(credentials.as_ref(), &config_map)
+        if plan::needs_lookup(slots.as_deref(), &config_map)
             && let Some(c) = self.get_managed::<ConfigMap>().await?
         {
             config_map = self.found(c.metadata, c.data);
@@ -193,7 +231,7 @@ impl Executor {
             admission: ctx.admission(),
             denied,
             cluster,
-            credentials,
+            slots,
             secret,
             config_map,
             workloads: self.workloads(),
@@ -277,14 +315,16 @@ impl Executor {
             .collect()
     }
 
-    /// The active slot's proxy URLs, or why they cannot be used.
-    async fn credentials(&self) -> Result<Result<ProxyUrls, CredentialError>, Error> {
-        let proxy = &self.policy.spec.proxy;
-        let Some(slot) = proxy.credentials.iter().find(|c| c.name == proxy.active) else {
-            return Ok(Err(CredentialError::NoSlot {
-                active: proxy.active.clone(),
-            }));
-        };
+    /// Every credential slot: its Secret's content and proxy URLs, or why they cannot be used.
+    async fn read_slots(&self) -> Result<Vec<SlotRead>, Error> {
+        let mut out = Vec::new();
+        for slot in &self.policy.spec.proxy.credentials {
+            out.push(self.read_slot(slot).await?);
+        }
+        Ok(out)
+    }
+
+    async fn read_slot(&self, slot: &CredentialSlot) -> Result<SlotRead, Error> {
         let sns = slot.secret_ref.namespace.as_deref().unwrap_or(&self.ns);
         let sname = &slot.secret_ref.name;
         let shown = format!("{sns}/{sname}");
@@ -297,17 +337,26 @@ impl Executor {
             Err(e) if errors::category_of(&e) == Category::Forbidden => None,
             r => r.map_err(Error::kube("reading Secret", &shown))?,
         };
+        let read = |content, urls| SlotRead {
+            name: slot.name.clone(),
+            source: shown.clone(),
+            content,
+            urls,
+        };
         let Some(secret) = secret else {
-            return Ok(Err(CredentialError::NotAvailable {
-                secret: shown,
+            let e = CredentialError::NotAvailable {
+                secret: shown.clone(),
                 namespace: self.ns.clone(),
-            }));
+            };
+            return Ok(read(None, Err(e)));
         };
         let annotations = secret.metadata.annotations.as_ref();
         if let Err(e) = credentials::check_grant(sns, sname, annotations, &self.ns) {
-            return Ok(Err(e));
+            return Ok(read(None, Err(e)));
         }
-        Ok(credentials::parse_source(&shown, secret.data.as_ref()))
+        let data = secret.data.as_ref();
+        let content = credentials::content(data);
+        Ok(read(Some(content), credentials::parse_source(&shown, data)))
     }
 
     /// Every Deployment, StatefulSet and DaemonSet of the namespace, sorted by id.

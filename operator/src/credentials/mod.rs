@@ -176,6 +176,24 @@ pub fn parse_source(
     })
 }
 
+/// A source Secret's `httpProxy` and `httpsProxy` bytes, each length-prefixed (a missing key
+/// is distinct from an empty one): what a slot's fingerprint is computed over. It holds the
+/// credential: never log it.
+pub fn content(data: Option<&BTreeMap<String, ByteString>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for key in [HTTP_PROXY_KEY, HTTPS_PROXY_KEY] {
+        match data.and_then(|d| d.get(key)) {
+            Some(v) => {
+                out.push(1);
+                out.extend_from_slice(&(v.0.len() as u64).to_be_bytes());
+                out.extend_from_slice(&v.0);
+            }
+            None => out.push(0),
+        }
+    }
+    out
+}
+
 /// Why a credential slot cannot be used. Messages never contain a credential value.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum CredentialError {
@@ -187,8 +205,6 @@ pub enum CredentialError {
          {ALLOWED_NAMESPACES} does not list {namespace}"
     )]
     NotAvailable { secret: String, namespace: String },
-    #[error("spec.proxy.active {active:?} names no credential slot")]
-    NoSlot { active: String },
     #[error(
         "Secret {secret} has no key {key} (it needs the keys httpProxy and httpsProxy, \
          each a proxy URL)"
@@ -214,9 +230,7 @@ impl CredentialError {
     /// The condition reason for this error.
     pub fn reason(&self) -> &'static str {
         match self {
-            CredentialError::NotAvailable { .. } | CredentialError::NoSlot { .. } => {
-                reason::SECRET_NOT_AVAILABLE
-            }
+            CredentialError::NotAvailable { .. } => reason::SECRET_NOT_AVAILABLE,
             CredentialError::MissingKey { .. } | CredentialError::NotUtf8 { .. } => {
                 reason::SECRET_INVALID
             }

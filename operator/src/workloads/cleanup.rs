@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CONFIG_HASH, EncodeError, Original, PROXY_VARS, WorkloadId, containers, encode, is_ours,
-    kind_name, replacing,
+    CONFIG_HASH, CREDENTIAL_SLOT, EncodeError, Original, PROXY_VARS, WorkloadId, containers,
+    encode, is_ours, kind_name, replacing,
 };
 use crate::credentials::hex;
 
@@ -18,7 +18,8 @@ const MAX_KEY: usize = 253;
 
 /// A strategic merge patch that removes our entries from every container and init
 /// container, restores the [`Original`] of an entry instead when there is one (for this
-/// workload: pass only its originals), and removes the config-hash annotation. `None` when
+/// workload: pass only its originals), and removes the config-hash and credential-slot
+/// annotations. `None` when
 /// the template carries nothing of ours. The patch may contain restored values: never log it.
 pub fn cleanup_patch(
     template: &PodTemplateSpec,
@@ -50,7 +51,7 @@ pub fn cleanup_patch(
     if !any && super::current_hash(template).is_none() {
         return Ok(None);
     }
-    let mut tpl = json!({"metadata": {"annotations": {CONFIG_HASH: null}}});
+    let mut tpl = json!({"metadata": {"annotations": {CONFIG_HASH: null, CREDENTIAL_SLOT: null}}});
     if !spec.is_empty() {
         tpl["spec"] = Value::Object(spec);
     }

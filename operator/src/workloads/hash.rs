@@ -11,7 +11,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use crate::credentials::hex;
 
 /// Domain separation: a hash of this scheme never equals a hash of another.
-const DOMAIN: &str = "egressproxy.io/config-hash/v1";
+const DOMAIN: &str = "egressproxy.io/config-hash/v2";
 
 /// A new random hash key (32 bytes).
 pub fn new_key() -> Result<Vec<u8>, ring::error::Unspecified> {
@@ -20,10 +20,12 @@ pub fn new_key() -> Result<Vec<u8>, ring::error::Unspecified> {
     Ok(key)
 }
 
-/// `v1-` and 32 hex characters (the first 16 bytes of an HMAC-SHA256 under `key`) over the
-/// length-prefixed inputs, so no two different input tuples share an encoding.
+/// `v2-` and 32 hex characters (the first 16 bytes of an HMAC-SHA256 under `key`) over the
+/// length-prefixed inputs, so no two different input tuples share an encoding. The slot is an
+/// input: switching slots is a change of configuration even when the content is the same.
 pub fn config_hash(
     key: &[u8],
+    slot: &str,
     http_proxy: &str,
     https_proxy: &str,
     no_proxy: &str,
@@ -34,6 +36,7 @@ pub fn config_hash(
     let mut ctx = hmac::Context::with_key(&key);
     for field in [
         DOMAIN,
+        slot,
         http_proxy,
         https_proxy,
         no_proxy,
@@ -44,7 +47,7 @@ pub fn config_hash(
         ctx.update(field.as_bytes());
     }
     let tag = ctx.sign();
-    format!("v1-{}", hex(&tag.as_ref()[..16]))
+    format!("v2-{}", hex(&tag.as_ref()[..16]))
 }
 
 #[cfg(test)]
@@ -52,7 +55,8 @@ mod tests {
     use super::*;
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
-    const IN: [&str; 5] = [
+    const IN: [&str; 6] = [
+        "blue",
         "http://u:Pw5ecret@proxy:3128",
         "http://u:Pw5ecret@proxy:3128",
         ".svc,10.0.0.0/8",
@@ -60,8 +64,8 @@ mod tests {
         "egress-proxy-corp",
     ];
 
-    fn h(key: &[u8], i: [&str; 5]) -> String {
-        config_hash(key, i[0], i[1], i[2], i[3], i[4])
+    fn h(key: &[u8], i: [&str; 6]) -> String {
+        config_hash(key, i[0], i[1], i[2], i[3], i[4], i[5])
     }
 
     #[test]
@@ -69,7 +73,7 @@ mod tests {
         let a = h(KEY, IN);
         assert_eq!(a, h(KEY, IN));
         assert_eq!(a.len(), 3 + 32);
-        assert!(a.starts_with("v1-"));
+        assert!(a.starts_with("v2-"));
         assert!(
             a[3..]
                 .bytes()
@@ -81,7 +85,7 @@ mod tests {
     #[test]
     fn every_input_and_the_key_matter() {
         let base = h(KEY, IN);
-        for i in 0..5 {
+        for i in 0..6 {
             let mut changed = IN;
             let longer = format!("{}x", IN[i]);
             changed[i] = &longer;
@@ -93,11 +97,11 @@ mod tests {
     #[test]
     fn encoding_is_unambiguous() {
         // Moving a character from one field to the next must change the hash.
-        let a = config_hash(KEY, "ab", "c", "", "s", "c");
-        let b = config_hash(KEY, "a", "bc", "", "s", "c");
+        let a = config_hash(KEY, "s", "ab", "c", "", "s", "c");
+        let b = config_hash(KEY, "s", "a", "bc", "", "s", "c");
         assert_ne!(a, b);
-        let c = config_hash(KEY, "", "", "x", "", "");
-        let d = config_hash(KEY, "", "", "", "x", "");
+        let c = config_hash(KEY, "", "", "", "x", "", "");
+        let d = config_hash(KEY, "", "", "", "", "x", "");
         assert_ne!(c, d);
     }
 

@@ -25,6 +25,10 @@ use crate::noproxy::redact_proxy;
 
 /// Pod-template annotation carrying the config hash; its change rolls the pods.
 pub const CONFIG_HASH: &str = "egressproxy.io/config-hash";
+/// Pod-template annotation naming the credential slot the Pods start with, as
+/// `<managed Secret>/<slot>`: Pods carry it, so the operator can tell when no Pod of a slot is
+/// left and the slot may be revoked.
+pub const CREDENTIAL_SLOT: &str = "egressproxy.io/credential";
 /// Field manager of every write to a workload.
 pub const FIELD_MANAGER: &str = "egress-proxy-operator";
 /// The six variables, in pairs: (HTTP_PROXY, http_proxy), (HTTPS_PROXY, https_proxy),
@@ -72,6 +76,8 @@ pub struct Injection<'a> {
     /// Name of the managed Secret (keys `HTTP_PROXY`, `HTTPS_PROXY`) and of the managed
     /// ConfigMap (key `NO_PROXY`).
     pub managed: &'a str,
+    /// The credential slot whose keys the proxy URLs are read from.
+    pub slot: &'a str,
     /// Value of the [`CONFIG_HASH`] annotation.
     pub hash: &'a str,
     /// This workload's remembered originals: an entry of ours that must go is replaced by the
@@ -148,8 +154,26 @@ fn source_of(var: &str) -> Option<(&'static str, bool)> {
     }
 }
 
+/// Prefix of the managed Secret's keys that belong to a credential slot.
+pub const SLOT_PREFIX: &str = "slot.";
+
+/// The managed Secret's key holding `base` (`HTTP_PROXY`, `HTTPS_PROXY`, `source`) of
+/// `slot`: `slot.<slot>.<base>`; templates written before slots read the bare name (slot "").
+pub fn slot_key(slot: &str, base: &str) -> String {
+    if slot.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{SLOT_PREFIX}{slot}.{base}")
+    }
+}
+
+/// The [`CREDENTIAL_SLOT`] annotation value for a slot of a policy's managed Secret.
+pub fn slot_annotation(managed: &str, slot: &str) -> String {
+    format!("{managed}/{slot}")
+}
+
 /// Our entry for `var`, one of [`PROXY_VARS`].
-fn our_entry(var: &str, managed: &str) -> EnvVar {
+fn our_entry(var: &str, managed: &str, slot: &str) -> EnvVar {
     let (key, in_config_map) = source_of(var).unwrap_or(("", false));
     let value_from = if in_config_map {
         EnvVarSource {
@@ -164,7 +188,7 @@ fn our_entry(var: &str, managed: &str) -> EnvVar {
         EnvVarSource {
             secret_key_ref: Some(SecretKeySelector {
                 name: managed.to_owned(),
-                key: key.to_owned(),
+                key: slot_key(slot, key),
                 optional: None,
             }),
             ..Default::default()
@@ -175,6 +199,22 @@ fn our_entry(var: &str, managed: &str) -> EnvVar {
         value: None,
         value_from: Some(value_from),
     }
+}
+
+/// The credential slot the template's proxy URLs are read from (its first entry of ours).
+pub fn slot_of(template: &PodTemplateSpec, managed: &str) -> Option<String> {
+    containers(template)
+        .flat_map(|(_, c)| c.env.iter().flatten())
+        .filter(|e| is_ours(e, managed))
+        .find_map(|e| {
+            let key = &e.value_from.as_ref()?.secret_key_ref.as_ref()?.key;
+            let base = source_of(&e.name)?.0;
+            if key == base {
+                return Some(String::new());
+            }
+            let slot = key.strip_prefix(SLOT_PREFIX)?.strip_suffix(base)?;
+            slot.strip_suffix('.').map(str::to_owned)
+        })
 }
 
 /// One of the six names, taking its value from our Secret (proxy URLs) or ConfigMap
@@ -203,13 +243,11 @@ pub fn has_entries(template: &PodTemplateSpec, managed: &str) -> bool {
 
 /// The template's config-hash annotation.
 pub fn current_hash(template: &PodTemplateSpec) -> Option<&str> {
-    template
-        .metadata
-        .as_ref()?
-        .annotations
-        .as_ref()?
-        .get(CONFIG_HASH)
-        .map(String::as_str)
+    annotation(template, CONFIG_HASH).map(String::as_str)
+}
+
+fn annotation<'t>(template: &'t PodTemplateSpec, key: &str) -> Option<&'t String> {
+    template.metadata.as_ref()?.annotations.as_ref()?.get(key)
 }
 
 /// Every container, then every init container, with `true` for init containers.
@@ -269,7 +307,7 @@ fn plan_container<'t>(
                 container: c.name.clone(),
                 env: (*e).clone(),
             }));
-            desired.extend(pair.iter().map(|v| our_entry(v, inj.managed)));
+            desired.extend(pair.iter().map(|v| our_entry(v, inj.managed, inj.slot)));
         }
     }
     let stale: Vec<String> = PROXY_VARS
@@ -309,10 +347,13 @@ pub fn plan(
     let replaces = !overridden.is_empty() || plans.iter().any(|p| !p.stale.is_empty());
     let write = if replaces {
         Write::Patch(patch_body(&plans, inj)?)
-    } else if plans.iter().all(|p| p.up_to_date) && current_hash(template) == Some(inj.hash) {
+    } else if plans.iter().all(|p| p.up_to_date)
+        && current_hash(template) == Some(inj.hash)
+        && annotation(template, CREDENTIAL_SLOT) == Some(&slot_annotation(inj.managed, inj.slot))
+    {
         Write::None
     } else {
-        Write::Apply(apply_body(id, &plans, inj.hash)?)
+        Write::Apply(apply_body(id, &plans, inj)?)
     };
     Ok(Plan {
         write,
@@ -366,7 +407,16 @@ fn pod_spec(
     Ok(Value::Object(spec))
 }
 
-fn apply_body(id: &WorkloadId, plans: &[ContainerPlan], hash: &str) -> Result<Value, EncodeError> {
+/// The two annotations every injected template carries.
+fn annotations(inj: &Injection) -> Value {
+    json!({CONFIG_HASH: inj.hash, CREDENTIAL_SLOT: slot_annotation(inj.managed, inj.slot)})
+}
+
+fn apply_body(
+    id: &WorkloadId,
+    plans: &[ContainerPlan],
+    inj: &Injection,
+) -> Result<Value, EncodeError> {
     let spec = pod_spec(plans, |p| {
         let c = &p.container.name;
         p.desired.iter().map(|e| encode(c, &e.name, e)).collect()
@@ -376,7 +426,7 @@ fn apply_body(id: &WorkloadId, plans: &[ContainerPlan], hash: &str) -> Result<Va
         "kind": kind_name(id.kind),
         "metadata": {"name": id.name, "namespace": id.namespace},
         "spec": {"template": {
-            "metadata": {"annotations": {CONFIG_HASH: hash}},
+            "metadata": {"annotations": annotations(inj)},
             "spec": spec,
         }},
     }))
@@ -423,7 +473,6 @@ fn replacing_entry(c: &Container, desired: &EnvVar) -> Result<Value, EncodeError
 }
 
 fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Result<Value, EncodeError> {
-    let hash = inj.hash;
     let spec = pod_spec(plans, |p| {
         let mut out = Vec::new();
         for d in &p.desired {
@@ -438,7 +487,7 @@ fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Result<Value, EncodeE
         Ok(out)
     })?;
     Ok(json!({"spec": {"template": {
-        "metadata": {"annotations": {CONFIG_HASH: hash}},
+        "metadata": {"annotations": annotations(inj)},
         "spec": spec,
     }}}))
 }

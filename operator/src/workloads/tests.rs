@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use super::*;
 
 const S: &str = "egress-proxy-corp";
-const HASH: &str = "v1-00112233445566778899aabbccddeeff";
+const HASH: &str = "v2-00112233445566778899aabbccddeeff";
+const CREDENTIAL: &str = "egress-proxy-corp/main";
 const PW: &str = "Sentinel9Pw";
 
 /// The module's `plan`, for templates that always encode.
@@ -33,6 +34,7 @@ fn inj<'a>(containers: &'a [String], hash: &'a str) -> Injection<'a> {
         init_containers: InitContainers::Include,
         existing_env: ExistingEnv::Keep,
         managed: S,
+        slot: "main",
         hash,
         originals: &[],
     }
@@ -62,10 +64,10 @@ fn secret_entry(name: &str, key: &str) -> Value {
 
 fn ours_json() -> Vec<Value> {
     vec![
-        secret_entry("HTTP_PROXY", "HTTP_PROXY"),
-        secret_entry("http_proxy", "HTTP_PROXY"),
-        secret_entry("HTTPS_PROXY", "HTTPS_PROXY"),
-        secret_entry("https_proxy", "HTTPS_PROXY"),
+        secret_entry("HTTP_PROXY", "slot.main.HTTP_PROXY"),
+        secret_entry("http_proxy", "slot.main.HTTP_PROXY"),
+        secret_entry("HTTPS_PROXY", "slot.main.HTTPS_PROXY"),
+        secret_entry("https_proxy", "slot.main.HTTPS_PROXY"),
         json!({"name": "NO_PROXY", "valueFrom": {"configMapKeyRef": {"name": S, "key": "NO_PROXY"}}}),
         json!({"name": "no_proxy", "valueFrom": {"configMapKeyRef": {"name": S, "key": "NO_PROXY"}}}),
     ]
@@ -144,7 +146,7 @@ fn apply_body_holds_only_our_fields() {
         "kind": "Deployment",
         "metadata": {"name": "api", "namespace": "team-a"},
         "spec": {"template": {
-            "metadata": {"annotations": {CONFIG_HASH: HASH}},
+            "metadata": {"annotations": {CONFIG_HASH: HASH, CREDENTIAL_SLOT: CREDENTIAL}},
             "spec": {
                 "containers": [
                     {"name": "app", "env": ours_json()},
@@ -173,13 +175,13 @@ fn applied_template_needs_no_write() {
     assert_eq!(plan(&id(), &t2, &inj(&[], HASH)).write, Write::None);
 
     // A new hash: the same entries, the new annotation.
-    let p = plan(&id(), &t2, &inj(&[], "v1-new"));
+    let p = plan(&id(), &t2, &inj(&[], "v2-new"));
     let Write::Apply(body) = &p.write else {
         panic!("{:?}", p.write)
     };
     assert_eq!(
         body["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH],
-        "v1-new"
+        "v2-new"
     );
     assert_eq!(
         body["spec"]["template"]["spec"]["containers"][0]["env"],
@@ -188,7 +190,8 @@ fn applied_template_needs_no_write() {
 
     // An entry of ours with a wrong key is rewritten.
     let mut v = serde_json::to_value(&t2).unwrap();
-    v["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]["key"] = json!("HTTPS_PROXY");
+    v["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]["key"] =
+        json!("slot.main.HTTPS_PROXY");
     let broken = template(v);
     assert!(matches!(
         plan(&id(), &broken, &inj(&[], HASH)).write,
@@ -350,7 +353,7 @@ fn override_patches_once_and_cleanup_restores() {
     assert_eq!(
         app["env"][0],
         json!({"name": "HTTP_PROXY", "value": null,
-               "valueFrom": {"secretKeyRef": {"name": S, "key": "HTTP_PROXY"}}})
+               "valueFrom": {"secretKeyRef": {"name": S, "key": "slot.main.HTTP_PROXY"}}})
     );
     assert_eq!(
         app["env"][5],
@@ -398,7 +401,7 @@ fn override_of_a_value_from_ref_nulls_the_other_source() {
     };
     assert_eq!(
         patch["spec"]["template"]["spec"]["containers"][0]["env"][3]["valueFrom"],
-        json!({"secretKeyRef": {"name": S, "key": "HTTPS_PROXY"}, "fieldRef": null})
+        json!({"secretKeyRef": {"name": S, "key": "slot.main.HTTPS_PROXY"}, "fieldRef": null})
     );
 }
 
@@ -428,7 +431,7 @@ fn cleanup_patch_exact() {
     assert_eq!(
         patch,
         json!({"spec": {"template": {
-            "metadata": {"annotations": {CONFIG_HASH: null}},
+            "metadata": {"annotations": {CONFIG_HASH: null, CREDENTIAL_SLOT: null}},
             "spec": {
                 "containers": [
                     {"name": "app", "env": deletes(None)},
@@ -455,7 +458,9 @@ fn cleanup_patch_exact() {
     }));
     assert_eq!(
         cleanup_patch(&t, S, &[]),
-        Some(json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: null}}}}}))
+        Some(
+            json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: null, CREDENTIAL_SLOT: null}}}}})
+        )
     );
 }
 
@@ -609,4 +614,27 @@ fn a_container_leaving_the_selection_gets_its_overridden_original_back() {
     i.originals = &[];
     let t3 = after(&t, &plan(&id(), &t, &i).write);
     assert!(env_of(&t3, "app").is_empty());
+}
+
+#[test]
+fn the_slot_a_template_reads_comes_from_its_secret_key() {
+    let p = plan(&id(), &basic(), &inj(&[], HASH));
+    let t = after(&basic(), &p.write);
+    assert_eq!(slot_of(&t, S).as_deref(), Some("main"));
+    let one = |key: &str| {
+        template(json!({"spec": {"containers": [
+            {"name": "app", "env": [secret_entry("HTTP_PROXY", key)]}]}}))
+    };
+    assert_eq!(
+        slot_of(&one("HTTP_PROXY"), S).as_deref(),
+        Some(""),
+        "before slots"
+    );
+    assert_eq!(
+        slot_of(&one("slot.a.b.HTTP_PROXY"), S).as_deref(),
+        Some("a.b")
+    );
+    assert_eq!(slot_of(&one("something"), S), None);
+    assert_eq!(slot_of(&basic(), S), None);
+    assert_eq!(slot_of(&t, "another-policy"), None);
 }

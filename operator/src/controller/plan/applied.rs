@@ -6,14 +6,13 @@ use k8s_openapi::ByteString;
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
+use super::slots::{self, Stage};
 use super::{
-    Change, ConfigMapData, FINALIZER, HASH_KEY, Inputs, Plan, SOURCE_KEY, SecretData, Unwritable,
-    Verdict, WorkloadWrite, active_source, labelled_for, left_behind, managed_meta, own_names,
-    release, selects_with,
+    Change, ConfigMapData, FINALIZER, Inputs, Plan, SecretData, Unwritable, Verdict, WorkloadWrite,
+    labelled_for, left_behind, managed_meta, own_names, release, selects_with,
 };
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::controller::objects::{Rollout, WorkloadView};
-use crate::credentials::ProxyUrls;
 use crate::noproxy::Rendered;
 use crate::workloads::{self, Injection, Original, WorkloadId, Write};
 
@@ -22,7 +21,10 @@ use crate::workloads::{self, Injection, Original, WorkloadId, Write};
 pub(super) struct Applied {
     pub rendered: Rendered,
     pub facts: DiscoveredFacts,
+    /// The slot `status.activeCredential` names.
     pub active: String,
+    /// The slot the workloads are written with.
+    pub target: String,
     pub hash: String,
     pub paused: bool,
     /// The workloads this policy manages, in id order.
@@ -35,6 +37,8 @@ pub(super) struct Applied {
     pub conflicts: Vec<String>,
     /// Names in `spec.containers` that no managed workload has (a typo, most likely).
     pub unknown_containers: Vec<String>,
+    /// The credential slots and the rotation.
+    pub slots: Box<Stage>,
 }
 
 /// One managed workload.
@@ -57,28 +61,41 @@ enum Selection {
     NotSelected,
 }
 
+/// The workloads this policy manages: selected, and no older policy selects them.
+pub(super) fn managed<'a>(i: &'a Inputs, selector: &Selector) -> Vec<&'a WorkloadView> {
+    let mut out: Vec<&WorkloadView> = i
+        .workloads
+        .iter()
+        .filter(|v| matches!(selection(i, selector, v), Selection::Mine))
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
 pub(super) fn plan(
     i: &Inputs,
     mut plan: Plan,
     selector: &Selector,
     rendered: Rendered,
-    urls: &ProxyUrls,
+    stage: Stage,
     facts: DiscoveredFacts,
 ) -> Plan {
     let spec = &i.policy.spec;
     let own = own_names(i.policy);
-    let (mut data, hash) = keyed(i, urls, &rendered.value);
+    let mut data = slots::managed_data(i, &stage, i.secret.data.clone().unwrap_or_default());
     let mut applied = Applied {
         rendered,
         facts,
-        active: spec.proxy.active.clone(),
-        hash: hash.clone(),
+        active: stage.decision.active_credential().to_owned(),
+        target: stage.decision.target.clone(),
+        hash: stage.hash.clone().unwrap_or_default(),
         paused: spec.rollout.paused,
         mine: Vec::new(),
         held: Vec::new(),
         overlaps: Vec::new(),
         conflicts: Vec::new(),
         unknown_containers: Vec::new(),
+        slots: Box::new(stage),
     };
     let mut injections = Vec::new();
     let mut leaving = Vec::new();
@@ -117,7 +134,9 @@ pub(super) fn plan(
         plan.secret = change(i.policy, &i.secret.meta, &i.secret.data, data.clone());
         let cm = ConfigMapData::from([("NO_PROXY".to_owned(), applied.rendered.value.clone())]);
         plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
-        plan.writes = budgeted(i, &applied, injections);
+        if applied.slots.decision.may_write {
+            plan.writes = budgeted(i, &applied, injections);
+        }
         for v in leaving {
             match release(i, v, &data) {
                 Ok(w) => plan.writes.extend(w),
@@ -127,30 +146,6 @@ pub(super) fn plan(
     }
     plan.verdict = Verdict::Applied(Box::new(applied));
     plan
-}
-
-/// The managed Secret's data with the hash key (kept, or the new one) and the proxy URLs,
-/// and the config hash.
-fn keyed(i: &Inputs, urls: &ProxyUrls, no_proxy: &str) -> (SecretData, String) {
-    let own = own_names(i.policy);
-    let mut data = i.secret.data.clone().unwrap_or_default();
-    let key = match data.0.get(HASH_KEY) {
-        Some(k) if k.0.len() >= 16 => k.0.clone(),
-        _ => i.new_key.to_vec(),
-    };
-    let (http, https) = (&urls.http_proxy, &urls.https_proxy);
-    let hash = workloads::hash::config_hash(&key, http, https, no_proxy, &own, &own);
-    data.0.insert(HASH_KEY.into(), ByteString(key));
-    data.0.insert("HTTP_PROXY".into(), bytes(http));
-    data.0.insert("HTTPS_PROXY".into(), bytes(https));
-    if let Some(source) = active_source(i.policy) {
-        data.0.insert(SOURCE_KEY.into(), bytes(&source));
-    }
-    (data, hash)
-}
-
-fn bytes(s: &str) -> ByteString {
-    ByteString(s.as_bytes().to_vec())
 }
 
 /// Create when nothing is known of the object; apply unless the data is already there and
@@ -255,6 +250,7 @@ fn inject(
         init_containers: spec.init_containers,
         existing_env: spec.existing_env,
         managed: &own,
+        slot: &applied.target,
         hash: &applied.hash,
         originals: &originals,
     };

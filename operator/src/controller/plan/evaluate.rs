@@ -1,8 +1,8 @@
 //! The evaluation stage: the policy's entries, the discovered facts, the NO_PROXY value and
-//! what a process can start with, then the credentials. The first problem found blocks the
-//! policy, in that order.
+//! what a process can start with (the credentials come from the slot stage). The first
+//! problem found blocks the policy, in that order.
 
-use super::{Blocker, Inputs};
+use super::Blocker;
 use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::credentials::ProxyUrls;
@@ -42,32 +42,8 @@ pub(super) fn rendered(
     (facts, rendered)
 }
 
-/// The discovered facts, and the NO_PROXY value and proxy URLs or why there are none.
-pub(super) fn evaluate(i: &Inputs) -> (DiscoveredFacts, Result<(Rendered, ProxyUrls), Blocker>) {
-    let (facts, rendered) = rendered(i.policy, i.cluster);
-    let config = rendered.and_then(|r| {
-        let urls = match i.credentials {
-            Some(Ok(urls)) => urls.clone(),
-            Some(Err(e)) => {
-                return Err(Blocker {
-                    reason: e.reason(),
-                    message: e.to_string(),
-                    withdrawn: e.withdrawn(),
-                });
-            }
-            None => {
-                let m = "the credential Secret was not read".into();
-                return Err(blocker(reason::SECRET_NOT_AVAILABLE, m));
-            }
-        };
-        within_budget(&r, &urls)?;
-        Ok((r, urls))
-    });
-    (facts, config)
-}
-
 /// The six variables together, as `NAME=value` strings, must fit [`ENV_BUDGET`].
-fn within_budget(r: &Rendered, urls: &ProxyUrls) -> Result<(), Blocker> {
+pub(super) fn within_budget(r: &Rendered, urls: &ProxyUrls) -> Result<(), Blocker> {
     let pair = |name: &str, value: &str| 2 * env_string_len(name, value);
     let total = pair("NO_PROXY", &r.value)
         + pair("HTTP_PROXY", &urls.http_proxy)

@@ -13,6 +13,7 @@
 mod applied;
 mod evaluate;
 mod report;
+mod slots;
 #[cfg(test)]
 mod tests;
 
@@ -25,24 +26,22 @@ use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
 pub use report::{Completion, Note, Report, Requeue};
+pub use slots::SlotRead;
 
 use super::FINALIZER;
 
 use super::objects::WorkloadView;
 use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy, EgressProxyPolicyStatus};
-use crate::credentials::{
-    self, CredentialError, MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL, ProxyUrls,
-};
+use crate::credentials::{self, MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
 use crate::discovery::ClusterInputs;
 use crate::workloads::{self, WorkloadId, Write};
 
 /// Secret data key of the config-hash key.
 pub const HASH_KEY: &str = "hash-key";
-/// Secret data key naming the source Secret (`namespace/name`) of the credential it holds.
+/// Secret data key naming the source Secret (`namespace/name`) of the credential held under
+/// the bare keys, as written before credential slots.
 pub const SOURCE_KEY: &str = "source-secret";
-/// Secret data keys holding the credential.
-pub const CREDENTIAL_KEYS: [&str; 2] = ["HTTP_PROXY", "HTTPS_PROXY"];
 /// What is remembered for a release write until the cache shows it.
 pub const CLEANED: &str = "cleaned";
 
@@ -109,8 +108,10 @@ pub struct Inputs<'a> {
     /// tenant role bound there): nothing there can be written.
     pub denied: Option<&'a str>,
     pub cluster: &'a ClusterInputs,
-    /// The active slot's check; `None` when [`needs_credentials`] said it is not needed.
-    pub credentials: Option<&'a Result<ProxyUrls, CredentialError>>,
+    /// Every credential slot, read; `None` when [`needs_credentials`] said it is not needed.
+    pub slots: Option<&'a [SlotRead]>,
+    /// The policy's Pods per credential slot, when [`Plan::needs_pods`] asked for them.
+    pub pods: Option<&'a BTreeMap<String, usize>>,
     pub secret: &'a Observed<SecretData>,
     pub config_map: &'a Observed<ConfigMapData>,
     /// Every workload of the namespace (in any order).
@@ -179,6 +180,9 @@ pub struct Plan {
     pub config_map: Change<ConfigMapData>,
     pub writes: Vec<WorkloadWrite>,
     pub remove_finalizer: bool,
+    /// The decision depends on the Pods still running with each credential slot: list them
+    /// and plan again with [`Inputs::pods`].
+    pub needs_pods: bool,
     /// Workloads whose write could not be built (reported like a failed write).
     unwritable: Vec<(WorkloadId, String)>,
     verdict: Verdict,
@@ -208,6 +212,8 @@ enum Verdict {
     Blocked {
         blocker: Blocker,
         facts: Box<DiscoveredFacts>,
+        /// The credential slots, when the block is about them.
+        slots: Option<Box<slots::Stage>>,
     },
     /// The credential's source was withdrawn: removed and released.
     Revoked {
@@ -217,8 +223,8 @@ enum Verdict {
     Applied(Box<applied::Applied>),
 }
 
-/// Whether the executor must read the active credential slot: only for a policy that is
-/// active and whose entries and facts are complete (they are reported first).
+/// Whether the executor must read the credential slots: only for a policy that is active
+/// and whose entries and facts are complete (they are reported first).
 pub fn needs_credentials(
     policy: &EgressProxyPolicy,
     admitted: bool,
@@ -230,11 +236,8 @@ pub fn needs_credentials(
 /// Whether the executor must look up an object with the managed name that its caches (which
 /// hold only objects labelled managed-by) do not know, before the plan would write it: one
 /// of a user's would be taken over.
-pub fn needs_lookup<T>(
-    credentials: Option<&Result<ProxyUrls, CredentialError>>,
-    o: &Observed<T>,
-) -> bool {
-    matches!(credentials, Some(Ok(_))) && o.meta.is_none() && o.data.is_none()
+pub fn needs_lookup<T>(slots: Option<&[SlotRead]>, o: &Observed<T>) -> bool {
+    slots.is_some_and(|s| s.iter().any(|r| r.urls.is_ok())) && o.meta.is_none() && o.data.is_none()
 }
 
 fn active(policy: &EgressProxyPolicy, admitted: bool) -> bool {
@@ -285,6 +288,7 @@ pub fn plan(i: &Inputs) -> Plan {
         config_map: Change::Keep,
         writes: Vec::new(),
         remove_finalizer: false,
+        needs_pods: false,
         unwritable: Vec::new(),
         verdict: Verdict::Suspended,
         previous: i.previous.clone(),
@@ -303,36 +307,65 @@ pub fn plan(i: &Inputs) -> Plan {
         };
         return release_all(i, plan, verdict);
     }
-    let (facts, config) = evaluate::evaluate(i);
+    let (facts, rendered) = evaluate::rendered(p, i.cluster);
     if let Some(why) = i.denied {
-        plan.verdict = Verdict::Blocked {
-            blocker: not_authorized(i, why),
-            facts: Box::new(facts),
-        };
-        return plan;
+        return blocked(plan, not_authorized(i, why), facts, None);
     }
     let name = p.name_any();
     let checked = selector(p).and_then(|s| {
-        let (rendered, urls) = config?;
+        let rendered = rendered?;
         if i.secret.foreign(&name) {
             return Err(taken("Secret", p));
         }
         if i.config_map.foreign(&name) {
             return Err(taken("ConfigMap", p));
         }
-        Ok((s, rendered, urls))
+        Ok((s, rendered))
     });
-    match checked {
-        Err(blocker) if blocker.withdrawn && source_in_use(i) => revoke(i, plan, blocker, facts),
-        Err(blocker) => {
-            plan.verdict = Verdict::Blocked {
-                blocker,
-                facts: Box::new(facts),
-            };
-            plan
-        }
-        Ok((s, rendered, urls)) => applied::plan(i, plan, &s, rendered, &urls, facts),
+    let (s, rendered) = match checked {
+        Ok(c) => c,
+        Err(blocker) => return blocked(plan, blocker, facts, None),
+    };
+    let mine = applied::managed(i, &s);
+    let stage = match slots::stage(i, &rendered.value, &mine) {
+        Ok(stage) => stage,
+        Err(blocker) => return blocked(plan, blocker, facts, None),
+    };
+    if let Some(blocker) = stage.withdrawn.clone() {
+        return revoke(i, plan, blocker, facts);
     }
+    let usable = match (&stage.decision.blocked, &stage.urls) {
+        (None, Some(urls)) => evaluate::within_budget(&rendered, urls),
+        (Some(p), _) => Err(Blocker {
+            reason: p.reason,
+            message: p.message.clone(),
+            withdrawn: false,
+        }),
+        (None, None) => Err(Blocker {
+            reason: reason::SECRET_NOT_AVAILABLE,
+            message: "the target credential slot has no proxy URLs".into(),
+            withdrawn: false,
+        }),
+    };
+    if let Err(blocker) = usable {
+        return blocked(plan, blocker, facts, Some(stage));
+    }
+    plan.needs_pods = stage.decision.needs_pods && i.pods.is_none();
+    applied::plan(i, plan, &s, rendered, stage, facts)
+}
+
+fn blocked(
+    mut plan: Plan,
+    blocker: Blocker,
+    facts: DiscoveredFacts,
+    slots: Option<slots::Stage>,
+) -> Plan {
+    plan.verdict = Verdict::Blocked {
+        blocker,
+        facts: Box::new(facts),
+        slots: slots.map(Box::new),
+    };
+    plan
 }
 
 fn not_authorized(i: &Inputs, why: &str) -> Blocker {
@@ -368,29 +401,6 @@ fn taken(kind: &str, p: &EgressProxyPolicy) -> Blocker {
     }
 }
 
-/// `namespace/name` of the active slot's Secret.
-pub(crate) fn active_source(p: &EgressProxyPolicy) -> Option<String> {
-    let proxy = &p.spec.proxy;
-    let slot = proxy.credentials.iter().find(|c| c.name == proxy.active)?;
-    let ns = slot
-        .secret_ref
-        .namespace
-        .clone()
-        .or_else(|| p.namespace())?;
-    Some(format!("{ns}/{}", slot.secret_ref.name))
-}
-
-/// Whether the unavailable active Secret is the one the managed credential came from (or
-/// nothing says otherwise). When the spec was changed to name another Secret that is not
-/// available, that is the team's own mistake: the workloads keep their configuration.
-fn source_in_use(i: &Inputs) -> bool {
-    let recorded = i.secret.data.as_ref().and_then(|d| d.0.get(SOURCE_KEY));
-    match recorded {
-        None => true,
-        Some(r) => Some(String::from_utf8_lossy(&r.0).into_owned()) == active_source(i.policy),
-    }
-}
-
 /// A withdrawn source: the credential leaves the managed Secret at once and every workload
 /// is released. The managed objects stay (the hash key, and the originals the releases
 /// restore), and so does the finalizer.
@@ -401,13 +411,7 @@ fn revoke(i: &Inputs, plan: Plan, blocker: Blocker, facts: DiscoveredFacts) -> P
     };
     let mut plan = release_all(i, plan, verdict);
     plan.secret = match &i.secret.data {
-        Some(d) if CREDENTIAL_KEYS.iter().any(|k| d.0.contains_key(*k)) => {
-            let mut stripped = d.clone();
-            for k in CREDENTIAL_KEYS.iter().chain([&SOURCE_KEY]) {
-                stripped.0.remove(*k);
-            }
-            Change::Apply(stripped)
-        }
+        Some(d) if slots::stripped(d) != *d => Change::Apply(slots::stripped(d)),
         _ => Change::Keep,
     };
     plan.config_map = Change::Keep;

@@ -5,9 +5,13 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::applied::Applied;
+use super::slots::Stage;
 use super::{Blocker, Change, Plan, Verdict};
 use crate::api::reasons::{READY, RECONCILING, STALLED, event, reason};
-use crate::api::{EgressProxyPolicyStatus, UncoveredIntent, WorkloadCounts};
+use crate::api::{
+    EgressProxyPolicyStatus, RotationCounts, RotationPhase, RotationStatus, UncoveredIntent,
+    WorkloadCounts,
+};
 use crate::controller::conditions::{self, Decided};
 use crate::controller::objects::Rollout;
 use crate::workloads::WorkloadId;
@@ -65,6 +69,7 @@ impl Plan {
         let removed = note(event::CONFIG_REMOVED, &restored, |n| {
             format!("removed the proxy settings from {n} workload(s)")
         });
+        let mut rotation_events = Vec::new();
         let (status, decided, requeue) = match &self.verdict {
             Verdict::Deleting => {
                 let events = removed.into_iter().collect();
@@ -86,9 +91,16 @@ impl Plan {
                 let d = blocked(reason::NAMESPACE_NOT_ENABLED, ns_msg);
                 (status, d, Requeue::AwaitChange)
             }
-            Verdict::Blocked { blocker, facts } => {
+            Verdict::Blocked {
+                blocker,
+                facts,
+                slots,
+            } => {
                 let mut status = self.previous.clone();
                 status.discovered = Some(facts.as_ref().clone());
+                if let Some(s) = slots {
+                    rotation_events = slots_status(&self.previous, s, &mut status, now);
+                }
                 (status, blocked_by(blocker), Requeue::Resync)
             }
             Verdict::Revoked { blocker, facts } => {
@@ -98,13 +110,19 @@ impl Plan {
                 status.workloads = Some(WorkloadCounts::default());
                 (status, revoked(blocker), Requeue::Resync)
             }
-            Verdict::Applied(a) => applied_status(&self.previous, a, &applied, failed),
+            Verdict::Applied(a) => {
+                let (mut status, decided, requeue) =
+                    applied_status(&self.previous, a, &applied, failed);
+                rotation_events = slots_status(&self.previous, &a.slots, &mut status, now);
+                (status, decided, requeue)
+            }
         };
         let (status, flip) = self.finish(status, &decided, now);
         let mut events = Vec::new();
         if let Verdict::Applied(a) = &self.verdict {
             // The status change first, then what was rolled and released.
             events.extend(flip);
+            events.extend(rotation_events);
             events.extend(note(event::CONFIG_APPLIED, &applied, |n| {
                 format!("rolling {n} workload(s) to config {}", a.hash)
             }));
@@ -113,6 +131,7 @@ impl Plan {
             // The releases that led to the new status first.
             events.extend(removed);
             events.extend(flip);
+            events.extend(rotation_events);
         }
         Report {
             status,
@@ -407,4 +426,76 @@ pub(crate) fn list(items: &[String]) -> String {
     } else {
         shown.join(", ")
     }
+}
+
+/// `status.activeCredential`, `status.credentials` and `status.rotation` from the slot
+/// stage, and the rotation's Events (each once: on the change that causes it).
+fn slots_status(
+    previous: &EgressProxyPolicyStatus,
+    s: &Stage,
+    status: &mut EgressProxyPolicyStatus,
+    now: &Time,
+) -> Vec<Note> {
+    let d = &s.decision;
+    status.active_credential = Some(d.active_credential().to_owned());
+    status.credentials = s.credentials.clone();
+    let old = previous.rotation.as_ref();
+    status.rotation = d.rotation.as_ref().map(|r| {
+        let same = old.filter(|o| !r.started && o.from == r.from && o.to == r.to);
+        let since = same.and_then(|o| o.revocable_since.clone());
+        RotationStatus {
+            phase: r.phase,
+            from: r.from.clone(),
+            to: r.to.clone(),
+            trigger: r.trigger,
+            started_at: same
+                .and_then(|o| o.started_at.clone())
+                .or_else(|| Some(now.clone())),
+            workloads: RotationCounts {
+                total: r.total as i32,
+                switched: r.switched as i32,
+                rolled_out: r.rolled_out as i32,
+            },
+            pending: r.pending.iter().take(LISTED).cloned().collect(),
+            revocable: r.revocable.clone(),
+            revocable_since: (!r.revocable.is_empty())
+                .then(|| since.unwrap_or_else(|| now.clone())),
+            message: Some(r.message.clone()),
+        }
+    });
+    let mut events = Vec::new();
+    let note = |warning: bool, reason: &str, message: String| Note {
+        warning,
+        reason: reason.into(),
+        message,
+    };
+    for slot in &d.changed_in_place {
+        let m = format!(
+            "the Secret of credential slot {slot} changed while workloads use it: Pods not yet \
+             rolled still run with the old value until they restart; rotating through the other \
+             slot avoids this"
+        );
+        events.push(note(true, event::CREDENTIAL_CHANGED_IN_PLACE, m));
+    }
+    let Some(r) = &d.rotation else {
+        return events;
+    };
+    if r.started {
+        let m = format!(
+            "rotating from credential slot {} to {} ({:?}): {} workload(s)",
+            r.from, r.to, r.trigger, r.total
+        );
+        events.push(note(false, event::ROTATION_STARTED, m));
+    }
+    let entered = r.started || old.is_none_or(|o| o.phase != r.phase);
+    let (warning, reason) = match r.phase {
+        RotationPhase::Blocked => (true, event::ROTATION_BLOCKED),
+        RotationPhase::Stalled => (true, event::ROTATION_STALLED),
+        RotationPhase::Complete => (false, event::CREDENTIAL_REVOCABLE),
+        _ => return events,
+    };
+    if entered {
+        events.push(note(warning, reason, r.message.clone()));
+    }
+    events
 }

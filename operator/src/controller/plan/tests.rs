@@ -7,10 +7,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::WorkloadKind;
+use crate::api::{RotationPhase, WorkloadKind};
 use crate::controller::objects::{Owned, Rollout};
+use crate::credentials::{CredentialError, ProxyUrls};
 use crate::discovery::{NodeInputs, Overrides};
-use crate::workloads::CONFIG_HASH;
+use crate::workloads::{CONFIG_HASH, CREDENTIAL_SLOT};
 
 const NS: &str = "team-a";
 const OWN: &str = "egress-proxy-outbound";
@@ -109,6 +110,9 @@ struct World {
     denied: Option<String>,
     cluster: ClusterInputs,
     credentials: Option<Result<ProxyUrls, CredentialError>>,
+    /// The second slot's read, for two-slot policies.
+    second: Option<Result<ProxyUrls, CredentialError>>,
+    pods: Option<BTreeMap<String, usize>>,
     secret: Observed<SecretData>,
     config_map: Observed<ConfigMapData>,
     workloads: Vec<WorkloadView>,
@@ -127,6 +131,8 @@ impl World {
             denied: None,
             cluster: cluster(),
             credentials: Some(urls(URL)),
+            second: None,
+            pods: None,
             secret: Observed::default(),
             config_map: Observed::default(),
             workloads,
@@ -136,8 +142,38 @@ impl World {
         }
     }
 
+    /// The policy's slots as the executor reads them: `main` from `credentials`, and the
+    /// second slot of the spec from `second`.
+    fn slots(&self) -> Option<Vec<SlotRead>> {
+        let first = self.credentials.as_ref()?;
+        let reads = [Some(first), self.second.as_ref()];
+        let spec = &self.policy.spec.proxy.credentials;
+        Some(
+            spec.iter()
+                .zip(reads)
+                .filter_map(|(slot, c)| {
+                    let c = c?;
+                    let r = &slot.secret_ref;
+                    let source = format!("{}/{}", r.namespace.as_deref().unwrap_or(NS), r.name);
+                    let content = match c {
+                        Ok(u) => Some(format!("{}|{}", u.http_proxy, u.https_proxy).into_bytes()),
+                        Err(e) if e.withdrawn() => None,
+                        Err(_) => Some(b"malformed".to_vec()),
+                    };
+                    Some(SlotRead {
+                        name: slot.name.clone(),
+                        source,
+                        content,
+                        urls: c.clone(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
     fn plan(&self) -> Plan {
         let others: Vec<&EgressProxyPolicy> = self.others.iter().collect();
+        let slots = self.slots();
         plan(&Inputs {
             policy: &self.policy,
             others: &others,
@@ -145,7 +181,8 @@ impl World {
             admission: "namespace selector \"egressproxy.io/enabled=true\"",
             denied: self.denied.as_deref(),
             cluster: &self.cluster,
-            credentials: self.credentials.as_ref(),
+            slots: slots.as_deref(),
+            pods: self.pods.as_ref(),
             secret: &self.secret,
             config_map: &self.config_map,
             workloads: &self.workloads,
@@ -216,14 +253,16 @@ fn written(t: &PodTemplateSpec, w: &Write) -> PodTemplateSpec {
     };
     let mut out = serde_json::to_value(t).expect("template");
     let tpl = &body["spec"]["template"];
-    let hash = tpl["metadata"]["annotations"][CONFIG_HASH].clone();
     let ann = &mut out["metadata"]["annotations"];
-    if hash.is_null() {
-        if let Some(a) = ann.as_object_mut() {
-            a.remove(CONFIG_HASH);
+    for key in [CONFIG_HASH, CREDENTIAL_SLOT] {
+        let value = tpl["metadata"]["annotations"][key].clone();
+        if value.is_null() {
+            if let Some(a) = ann.as_object_mut() {
+                a.remove(key);
+            }
+        } else {
+            merge(ann, json!({ key: value }));
         }
-    } else {
-        merge(ann, json!({ CONFIG_HASH: hash }));
     }
     for field in ["containers", "initContainers"] {
         for c in tpl["spec"][field].as_array().into_iter().flatten() {
@@ -307,7 +346,12 @@ fn a_new_policy_writes_its_managed_objects_then_injects() {
     let keys: Vec<&str> = secret.0.keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["HTTPS_PROXY", "HTTP_PROXY", "hash-key", "source-secret"]
+        [
+            "hash-key",
+            "slot.main.HTTPS_PROXY",
+            "slot.main.HTTP_PROXY",
+            "slot.main.source"
+        ]
     );
     assert_eq!(secret.0["hash-key"].0, KEY.to_vec());
     assert_eq!(
@@ -452,15 +496,16 @@ fn a_managed_object_without_our_owner_or_labels_is_applied_again() {
 fn lookups_and_credential_reads_happen_only_when_they_can_matter() {
     let w = World::new(json!({}), vec![]);
     let unknown: Observed<ConfigMapData> = Observed::default();
-    assert!(needs_lookup(w.credentials.as_ref(), &unknown));
+    assert!(needs_lookup(w.slots().as_deref(), &unknown));
     assert!(
         !needs_lookup(None, &unknown),
         "credentials not read: nothing is written"
     );
-    let bad: Result<ProxyUrls, CredentialError> = Err(unavailable("x/y"));
+    let mut bad = w.slots().expect("slots");
+    bad[0].urls = Err(unavailable("x/y"));
     assert!(!needs_lookup(Some(&bad), &unknown));
     let known = observed(ConfigMapData::new(), ObjectMeta::default());
-    assert!(!needs_lookup(w.credentials.as_ref(), &known));
+    assert!(!needs_lookup(w.slots().as_deref(), &known));
     assert!(needs_credentials(&w.policy, true, &w.cluster));
     assert!(
         !needs_credentials(&w.policy, false, &w.cluster),
@@ -753,7 +798,10 @@ fn a_withdrawn_source_takes_the_credential_away_at_once() {
         panic!("credential back")
     };
     assert_eq!(data.0["hash-key"], before);
-    assert_eq!(data.0["source-secret"].0, b"team-a/egress-proxy".to_vec());
+    assert_eq!(
+        data.0["slot.main.source"].0,
+        b"team-a/egress-proxy".to_vec()
+    );
 }
 
 #[test]
@@ -1329,4 +1377,90 @@ fn deletion_never_deletes_an_object_this_policy_does_not_own() {
     let p = w.plan();
     assert_eq!((&p.secret, &p.config_map), (&Change::Keep, &Change::Keep));
     assert!(p.remove_finalizer);
+}
+
+// --- rotation ---
+
+fn slot_of_workload(v: &WorkloadView) -> Option<String> {
+    workloads::slot_of(&v.template, OWN)
+}
+
+fn rotation_of(r: &Report) -> crate::api::RotationStatus {
+    r.status
+        .as_ref()
+        .and_then(|s| s.rotation.clone())
+        .expect("rotation")
+}
+
+#[test]
+fn an_auto_rotation_switches_within_the_budget_and_keeps_the_old_slot_until_no_pod_uses_it() {
+    let spec = json!({
+        "proxy": {"credentials": [{"name": "main", "secretRef": {"name": "egress-proxy"}},
+                                  {"name": "green", "secretRef": {"name": "egress-proxy-green"}}],
+                  "active": "main", "rotation": "Auto"},
+        "rollout": {"maxConcurrent": 1},
+    });
+    let mut w = World::new(spec, vec![proxied("a"), proxied("b")]);
+    w.second = Some(urls("http://u:green-1@proxy.corp.example:3128"));
+    for _ in 0..3 {
+        w.settle();
+    }
+    assert!(
+        w.workloads
+            .iter()
+            .all(|v| slot_of_workload(v).as_deref() == Some("main"))
+    );
+    assert_eq!(w.previous.rotation, None);
+    // Rotation tooling writes the standby slot: one workload at a time switches to it.
+    w.second = Some(urls("http://u:green-2@proxy.corp.example:3128"));
+    let p = w.settle();
+    assert_eq!(ids(&p), ["Deployment/a"]);
+    let Change::Apply(data) = &p.secret else {
+        panic!("both slots in the managed Secret: {:?}", p.secret)
+    };
+    assert!(
+        data.0.contains_key("slot.main.HTTP_PROXY") && data.0.contains_key("slot.green.HTTP_PROXY")
+    );
+    let r = p.report(&[], &now());
+    let rot = rotation_of(&r);
+    assert_eq!(
+        (rot.phase, rot.from.as_str(), rot.to.as_str()),
+        (RotationPhase::Rolling, "main", "green")
+    );
+    assert!(events(&r).contains(&(false, "RotationStarted".into())));
+    assert_eq!(
+        slot_of_workload(&w.workloads[1]).as_deref(),
+        Some("main"),
+        "b waits"
+    );
+    let p = w.settle();
+    assert_eq!(ids(&p), ["Deployment/b"]);
+    // Every template is on green: the Pods decide.
+    let p = w.plan();
+    assert!(p.needs_pods && p.writes.is_empty());
+    w.pods = Some(BTreeMap::from([("main".into(), 1), ("green".into(), 2)]));
+    let p = w.settle();
+    assert_eq!(
+        w.previous.rotation.as_ref().map(|r| r.phase),
+        Some(RotationPhase::Draining)
+    );
+    assert_eq!(p.secret, Change::Keep, "main stays while a Pod runs it");
+    w.pods = Some(BTreeMap::from([("green".into(), 2)]));
+    let p = w.plan();
+    let r = p.report(&[], &now());
+    let rot = rotation_of(&r);
+    assert_eq!(
+        (rot.phase, rot.revocable.clone()),
+        (RotationPhase::Complete, vec!["main".to_string()])
+    );
+    assert!(events(&r).contains(&(false, "CredentialRevocable".into())));
+    let Change::Apply(data) = &p.secret else {
+        panic!("main leaves the managed Secret: {:?}", p.secret)
+    };
+    assert!(data.0.keys().all(|k| !k.starts_with("slot.main.")));
+    w.settle();
+    w.pods = None;
+    let p = w.plan();
+    assert!(!p.needs_pods && p.writes.is_empty() && p.secret == Change::Keep);
+    assert_eq!(p.report(&[], &now()).status, None, "settled");
 }

@@ -1,0 +1,531 @@
+//! Credential rotation through two slots, end to end against the in-memory API server with
+//! paced rollouts (Pods take a moment to get Ready and stay Terminating for their grace
+//! period): what rotation tooling sees in status, and that the old slot is never declared
+//! revocable while a template or a Pod still uses it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use egress_proxy_operator::api::{EgressProxyPolicy, RotationPhase, RotationStatus};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+const NS: &str = "team-r";
+const MANAGED: &str = "egress-proxy-outbound";
+
+/// Namespace, the two slot Secrets, the policy (`mode`, `maxConcurrent`) and workloads.
+fn fixture(mode: &str, max: u32, deployments: usize, extra: &str) -> String {
+    let mut y = format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {NS}, labels: {{egressproxy.io/enabled: "true"}}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: proxy-blue, namespace: {NS}}}
+stringData: {{httpProxy: "http://svc:blue-1@proxy.corp.example:3128", httpsProxy: "http://svc:blue-1@proxy.corp.example:3128"}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: proxy-green, namespace: {NS}}}
+stringData: {{httpProxy: "http://svc:green-1@proxy.corp.example:3128", httpsProxy: "http://svc:green-1@proxy.corp.example:3128"}}
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {{name: outbound, namespace: {NS}}}
+spec:
+  workloadSelector: {{matchLabels: {{egress: proxied}}}}
+  proxy:
+    credentials:
+      - {{name: blue, secretRef: {{name: proxy-blue}}}}
+      - {{name: green, secretRef: {{name: proxy-green}}}}
+    active: blue
+    rotation: {mode}
+  rollout: {{maxConcurrent: {max}}}
+"#
+    );
+    for n in 0..deployments {
+        y.push_str(&workload(
+            "Deployment",
+            &format!("d{n:02}"),
+            "replicas: 1\n  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n  ",
+            3,
+        ));
+    }
+    y.push_str(extra);
+    y
+}
+
+/// A selected workload whose Pods take `grace` seconds to stop.
+fn workload(kind: &str, name: &str, spec_extra: &str, grace: u32) -> String {
+    format!(
+        r#"---
+apiVersion: apps/v1
+kind: {kind}
+metadata: {{name: {name}, namespace: {NS}, labels: {{egress: proxied}}}}
+spec:
+  {spec_extra}selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      terminationGracePeriodSeconds: {grace}
+      containers: [{{name: app, image: "{name}:1"}}]
+"#
+    )
+}
+
+async fn rotation(env: &Env) -> Option<RotationStatus> {
+    env.policy(NS, "outbound").await.status?.rotation
+}
+
+/// Waits (up to two minutes) until the rotation satisfies `pred`.
+async fn wait_for(env: &Env, what: &str, pred: impl Fn(&RotationStatus) -> bool) -> RotationStatus {
+    for _ in 0..1200 {
+        if let Some(r) = rotation(env).await.filter(|r| pred(r)) {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "rotation never reached {what}; last: {:?}",
+        rotation(env).await
+    );
+}
+
+async fn wait_phase(env: &Env, phase: RotationPhase) -> RotationStatus {
+    wait_for(env, &format!("{phase:?}"), |r| r.phase == phase).await
+}
+
+/// Waits until the rotation to `to` is complete.
+async fn completed(env: &Env, to: &str) -> RotationStatus {
+    wait_for(env, &format!("Complete to {to}"), |r| {
+        r.phase == RotationPhase::Complete && r.to == to
+    })
+    .await
+}
+
+/// The credential slot each workload's template reads, by `Kind/name`.
+async fn slots(env: &Env) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let key = |t: &k8s_openapi::api::core::v1::PodTemplateSpec| {
+        t.spec.as_ref()?.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "HTTP_PROXY")?
+            .value_from
+            .as_ref()?
+            .secret_key_ref
+            .as_ref()
+            .map(|r| r.key.clone())
+    };
+    let c = env.client.clone();
+    for d in Api::<Deployment>::namespaced(c.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        out.insert(
+            format!("Deployment/{}", d.name_any()),
+            key(&d.spec.expect("spec").template).unwrap_or_default(),
+        );
+    }
+    for s in Api::<StatefulSet>::namespaced(c.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        out.insert(
+            format!("StatefulSet/{}", s.name_any()),
+            key(&s.spec.expect("spec").template).unwrap_or_default(),
+        );
+    }
+    for s in Api::<DaemonSet>::namespaced(c, NS)
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        out.insert(
+            format!("DaemonSet/{}", s.name_any()),
+            key(&s.spec.expect("spec").template).unwrap_or_default(),
+        );
+    }
+    out
+}
+
+/// Pods (Terminating ones included) per credential-slot annotation.
+async fn pods_per_slot(env: &Env) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for p in Api::<Pod>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+    {
+        let slot = p
+            .annotations()
+            .get("egressproxy.io/credential")
+            .cloned()
+            .unwrap_or_default();
+        *out.entry(slot).or_default() += 1;
+    }
+    out
+}
+
+/// ReplicaSets per Deployment and ControllerRevisions per StatefulSet/DaemonSet.
+async fn revisions(env: &Env) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let c = env.client.clone();
+    for rs in Api::<ReplicaSet>::namespaced(c.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("rs")
+        .items
+    {
+        for o in rs.owner_references() {
+            *out.entry(format!("{}/{}", o.kind, o.name)).or_default() += 1;
+        }
+    }
+    for cr in Api::<ControllerRevision>::namespaced(c, NS)
+        .list(&ListParams::default())
+        .await
+        .expect("cr")
+        .items
+    {
+        for o in cr.owner_references() {
+            *out.entry(format!("{}/{}", o.kind, o.name)).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Each Deployment's `deployment.kubernetes.io/revision`: it goes up by one per rollout, also
+/// when a rollout returns to an earlier template (whose ReplicaSet is reused).
+async fn deployment_revisions(env: &Env) -> BTreeMap<String, usize> {
+    Api::<Deployment>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("deployments")
+        .items
+        .into_iter()
+        .map(|d| {
+            let rev = d
+                .annotations()
+                .get("deployment.kubernetes.io/revision")
+                .and_then(|r| r.parse().ok());
+            (format!("Deployment/{}", d.name_any()), rev.unwrap_or(0))
+        })
+        .collect()
+}
+
+async fn events(env: &Env, reason: &str) -> Vec<String> {
+    Api::<Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+async fn set_slot(env: &Env, slot: &str, password: &str) {
+    let url = format!("http://svc:{password}@proxy.corp.example:3128");
+    env.set_secret(
+        NS,
+        &format!("proxy-{slot}"),
+        json!({"httpProxy": url, "httpsProxy": url}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_rotation_switches_each_workload_once_and_revokes_only_when_no_pod_is_left() {
+    let extra = format!(
+        "{}{}",
+        workload(
+            "StatefulSet",
+            "ledger",
+            "replicas: 2\n  serviceName: ledger\n  ",
+            0,
+        ),
+        // A DaemonSet replaces a node's Pod only once the old one is gone: its Pods stop at
+        // once, so the Deployments' old Pods (3 s) are what the rotation drains.
+        workload("DaemonSet", "agent", "", 0)
+    );
+    let env = Env::paced(
+        &fixture("Auto", 3, 18, &extra),
+        Duration::from_millis(200),
+        1.0,
+    )
+    .await;
+    let op = env.start();
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let before = revisions(&env).await;
+    assert_eq!(before.len(), 20, "{before:?}");
+    assert!(
+        slots(&env)
+            .await
+            .values()
+            .all(|k| k == "slot.blue.HTTP_PROXY")
+    );
+    assert!(rotation(&env).await.is_none(), "nothing rotated yet");
+
+    // Rotation tooling writes a new credential into the standby slot.
+    let policies: Api<EgressProxyPolicy> = Api::namespaced(env.client.clone(), NS);
+    let rv = policies
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut watch = policies
+        .watch(&WatchParams::default().timeout(290), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    set_slot(&env, "green", "green-2").await;
+    let mut phases = Vec::new();
+    let done = tokio::time::timeout(Duration::from_secs(180), async {
+        while let Some(ev) = watch.next().await {
+            let (WatchEvent::Added(p) | WatchEvent::Modified(p)) = ev.expect("event") else {
+                continue;
+            };
+            let Some(r) = p.status.and_then(|s| s.rotation) else {
+                continue;
+            };
+            if phases.last() != Some(&r.phase) {
+                phases.push(r.phase);
+            }
+            if !r.revocable.is_empty() {
+                // Revocable is monotone: once said, no template and no Pod uses blue.
+                let pods = pods_per_slot(&env).await;
+                assert_eq!(
+                    pods.get(&format!("{MANAGED}/blue")),
+                    None,
+                    "blue Pods left: {pods:?}"
+                );
+                assert!(
+                    slots(&env)
+                        .await
+                        .values()
+                        .all(|k| k == "slot.green.HTTP_PROXY")
+                );
+                return r;
+            }
+        }
+        panic!("watch ended");
+    })
+    .await
+    .expect("the rotation completes");
+    assert_eq!(done.phase, RotationPhase::Complete);
+    assert_eq!((done.from.as_str(), done.to.as_str()), ("blue", "green"));
+    assert_eq!(done.revocable, ["blue"]);
+    assert!(done.revocable_since.is_some() && done.started_at.is_some());
+    assert_eq!(
+        (
+            done.workloads.total,
+            done.workloads.switched,
+            done.workloads.rolled_out
+        ),
+        (20, 20, 20)
+    );
+    assert_eq!(phases.first(), Some(&RotationPhase::Rolling), "{phases:?}");
+    assert!(
+        phases.contains(&RotationPhase::Draining),
+        "old Pods stop for 3 s: {phases:?}"
+    );
+    // Each workload rolled exactly once.
+    let after = revisions(&env).await;
+    for (w, n) in &before {
+        assert_eq!(after.get(w), Some(&(n + 1)), "{w}");
+    }
+    // The old slot's copy is gone from the managed Secret; status says who is active.
+    let managed = Api::<Secret>::namespaced(env.client.clone(), NS)
+        .get(MANAGED)
+        .await
+        .expect("managed");
+    let keys: Vec<String> = managed.data.unwrap_or_default().into_keys().collect();
+    assert!(
+        keys.iter().all(|k| !k.starts_with("slot.blue.")),
+        "{keys:?}"
+    );
+    let st = env.policy(NS, "outbound").await.status.expect("status");
+    assert_eq!(st.active_credential.as_deref(), Some("green"));
+    assert_eq!(events(&env, "RotationStarted").await.len(), 1);
+    let revocable = events(&env, "CredentialRevocable").await;
+    assert_eq!(revocable.len(), 1, "{revocable:?}");
+    assert!(revocable[0].contains("slot blue"), "{revocable:?}");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_switch_to_a_broken_slot_is_blocked_and_touches_nothing() {
+    let env = Env::paced(
+        &fixture("Manual", 2, 3, ""),
+        Duration::from_millis(100),
+        1.0,
+    )
+    .await;
+    let op = env.start();
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let before = revisions(&env).await;
+    // The standby's Secret is malformed; the team switches to it anyway.
+    env.set_secret(NS, "proxy-green", json!({"httpProxy": "not a url"}))
+        .await;
+    env.patch_policy(
+        NS,
+        "outbound",
+        json!({"spec": {"proxy": {"active": "green"}}}),
+    )
+    .await;
+    let r = wait_phase(&env, RotationPhase::Blocked).await;
+    assert!(
+        r.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("proxy-green"),
+        "{r:?}"
+    );
+    let p = wait_reason(&env, NS, "outbound", "InvalidProxyURL").await;
+    assert_eq!(
+        p.status.expect("status").active_credential.as_deref(),
+        Some("blue")
+    );
+    assert!(
+        slots(&env)
+            .await
+            .values()
+            .all(|k| k == "slot.blue.HTTP_PROXY")
+    );
+    assert_eq!(revisions(&env).await, before, "nothing rolled");
+    assert_eq!(events(&env, "RotationBlocked").await.len(), 1);
+    // Fixed: the same rotation goes on and completes.
+    set_slot(&env, "green", "green-2").await;
+    let r = completed(&env, "green").await;
+    assert_eq!(r.revocable, ["blue"]);
+    assert!(
+        slots(&env)
+            .await
+            .values()
+            .all(|k| k == "slot.green.HTTP_PROXY")
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_rollout_stops_the_rotation_and_nothing_is_revocable() {
+    let env = Env::paced(
+        &fixture("Manual", 1, 2, ""),
+        Duration::from_millis(100),
+        0.0,
+    )
+    .await;
+    let op = env.start();
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    // d00's next rollout exceeds its progress deadline.
+    env.patch_deployment(
+        NS,
+        "d00",
+        json!({"metadata": {"annotations": {"kube-sim.io/rollout": "fail"}}}),
+    )
+    .await;
+    env.patch_policy(
+        NS,
+        "outbound",
+        json!({"spec": {"proxy": {"active": "green"}}}),
+    )
+    .await;
+    let r = wait_phase(&env, RotationPhase::Stalled).await;
+    assert!(r.revocable.is_empty());
+    assert!(
+        r.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Deployment/d00 exceeded the progress deadline"),
+        "{r:?}"
+    );
+    let s = slots(&env).await;
+    assert_eq!(
+        s["Deployment/d01"], "slot.blue.HTTP_PROXY",
+        "nothing more is switched: {s:?}"
+    );
+    assert_eq!(events(&env, "RotationStalled").await.len(), 1);
+    // Going back: d00 rolls back to blue, and green is the slot left behind.
+    env.patch_deployment(
+        NS,
+        "d00",
+        json!({"metadata": {"annotations": {"kube-sim.io/rollout": null}}}),
+    )
+    .await;
+    env.patch_policy(
+        NS,
+        "outbound",
+        json!({"spec": {"proxy": {"active": "blue"}}}),
+    )
+    .await;
+    let r = completed(&env, "blue").await;
+    assert_eq!(
+        (r.from.as_str(), r.revocable.clone()),
+        ("green", vec!["green".to_string()])
+    );
+    assert!(
+        slots(&env)
+            .await
+            .values()
+            .all(|k| k == "slot.blue.HTTP_PROXY")
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_back_and_forth_rolls_each_workload_once_per_rotation() {
+    let env = Env::paced(
+        &fixture("Manual", 2, 3, ""),
+        Duration::from_millis(100),
+        1.0,
+    )
+    .await;
+    let op = env.start();
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let start = deployment_revisions(&env).await;
+    for (round, (to, from)) in [("green", "blue"), ("blue", "green"), ("green", "blue")]
+        .into_iter()
+        .enumerate()
+    {
+        env.patch_policy(NS, "outbound", json!({"spec": {"proxy": {"active": to}}}))
+            .await;
+        let r = completed(&env, to).await;
+        assert_eq!(
+            (r.from.as_str(), r.revocable.clone()),
+            (from, vec![from.to_string()])
+        );
+        let now = deployment_revisions(&env).await;
+        for (w, n) in &start {
+            assert_eq!(
+                now.get(w),
+                Some(&(n + round + 1)),
+                "{w} after round {round}"
+            );
+        }
+    }
+    assert_eq!(events(&env, "RotationStarted").await.len(), 3);
+    assert_eq!(events(&env, "CredentialRevocable").await.len(), 3);
+    op.stop().await;
+}
