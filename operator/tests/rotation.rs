@@ -529,3 +529,180 @@ async fn rotating_back_and_forth_rolls_each_workload_once_per_rotation() {
     assert_eq!(events(&env, "CredentialRevocable").await.len(), 3);
     op.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_added_or_deselected_mid_rotation() {
+    let env = Env::paced(
+        &fixture("Manual", 1, 3, ""),
+        Duration::from_millis(600),
+        1.0,
+    )
+    .await;
+    let op = env.start();
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    env.patch_policy(
+        NS,
+        "outbound",
+        json!({"spec": {"proxy": {"active": "green"}}}),
+    )
+    .await;
+    wait_for(&env, "Rolling", |r| {
+        r.phase == RotationPhase::Rolling && r.workloads.switched >= 1
+    })
+    .await;
+    // A new workload lands on the target directly; a deselected one is released.
+    env.sim
+        .apply_yaml(&workload("Deployment", "late", "replicas: 1\n  ", 0))
+        .expect("late workload");
+    env.patch_deployment(NS, "d02", json!({"metadata": {"labels": {"egress": null}}}))
+        .await;
+    let r = completed(&env, "green").await;
+    assert_eq!(r.revocable, ["blue"]);
+    assert_eq!(r.workloads.total, 3, "d00, d01 and late: {r:?}");
+    let s = slots(&env).await;
+    assert_eq!(s["Deployment/late"], "slot.green.HTTP_PROXY");
+    assert_eq!(s["Deployment/d02"], "", "released: {s:?}");
+    // late never ran blue: none of its ReplicaSets reads the blue slot.
+    let sets = Api::<ReplicaSet>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("rs")
+        .items;
+    for rs in sets.iter().filter(|rs| rs.name_any().starts_with("late-")) {
+        let t = rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .expect("template");
+        let json = serde_json::to_string(t).expect("json");
+        assert!(!json.contains("slot.blue."), "{json}");
+    }
+    op.stop().await;
+}
+
+/// The operator binary against the in-memory API server, as an admin.
+struct Binary {
+    child: std::process::Child,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Binary {
+    fn start(env: &Env, dir: &std::path::Path) -> Binary {
+        let kubeconfig = dir.join("kubeconfig");
+        env.sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(dir.join("operator.log"))
+            .expect("log");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start the operator");
+        Binary { child, kubeconfig }
+    }
+
+    /// kill -9.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Plain kubectl and the oldest and newest installed beside its real path.
+fn kubectls() -> Vec<std::path::PathBuf> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "readlink -f \"$(command -v kubectl)\""])
+        .output()
+        .expect("sh");
+    let real = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let dir = real.parent().expect("kubectl is installed").to_path_buf();
+    let mut v = vec![std::path::PathBuf::from("kubectl")];
+    v.extend(["kubectl.1.27", "kubectl.1.33"].map(|n| dir.join(n)));
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_rolling_and_while_draining_rolls_nobody_twice() {
+    let dir = std::env::temp_dir().join(format!("rotation-kill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // Old Pods stop for 6 s, so the rotation drains long enough to be killed there.
+    let mut yaml = fixture("Manual", 2, 0, "");
+    for n in 0..6 {
+        let strategy =
+            "replicas: 1\n  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n  ";
+        yaml.push_str(&workload("Deployment", &format!("d{n:02}"), strategy, 6));
+    }
+    let env = Env::paced(&yaml, Duration::from_millis(300), 1.0).await;
+    let op = Binary::start(&env, &dir);
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let before = revisions(&env).await;
+    env.patch_policy(
+        NS,
+        "outbound",
+        json!({"spec": {"proxy": {"active": "green"}}}),
+    )
+    .await;
+    wait_for(&env, "Rolling, part switched", |r| {
+        r.phase == RotationPhase::Rolling && r.workloads.switched >= 1 && r.workloads.switched < 6
+    })
+    .await;
+    op.kill();
+    let op = Binary::start(&env, &dir);
+    let r = wait_phase(&env, RotationPhase::Draining).await;
+    assert!(r.revocable.is_empty());
+    assert!(
+        pods_per_slot(&env)
+            .await
+            .contains_key(&format!("{MANAGED}/blue"))
+    );
+    op.kill();
+    let op = Binary::start(&env, &dir);
+    // Rotation tooling waits with one command.
+    for kubectl in kubectls() {
+        let mut cmd = std::process::Command::new(&kubectl);
+        cmd.arg("--kubeconfig")
+            .arg(&op.kubeconfig)
+            .args(["wait", "-n", NS, "epp/outbound", "--timeout=120s"])
+            .arg("--for=jsonpath={.status.rotation.phase}=Complete");
+        // Off the runtime's threads: the in-process API server keeps serving meanwhile.
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .expect("join")
+            .expect("kubectl wait");
+        if !out.status.success() {
+            let log = std::fs::read_to_string(dir.join("operator.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!(
+                "{}: {}\nrotation: {:?}\noperator log (last lines, newest first):\n{}",
+                kubectl.display(),
+                String::from_utf8_lossy(&out.stderr),
+                rotation(&env).await,
+                tail.join("\n")
+            );
+        }
+    }
+    assert!(
+        !pods_per_slot(&env)
+            .await
+            .contains_key(&format!("{MANAGED}/blue")),
+        "Complete only once the blue Pods are gone"
+    );
+    let r = rotation(&env).await.expect("rotation");
+    assert_eq!(r.revocable, ["blue"]);
+    let after = revisions(&env).await;
+    for (w, n) in &before {
+        assert_eq!(
+            after.get(w),
+            Some(&(n + 1)),
+            "{w} rolled once despite two kills"
+        );
+    }
+    assert_eq!(events(&env, "CredentialRevocable").await.len(), 1);
+    op.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+}

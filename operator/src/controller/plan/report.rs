@@ -111,9 +111,14 @@ impl Plan {
                 (status, revoked(blocker), Requeue::Resync)
             }
             Verdict::Applied(a) => {
-                let (mut status, decided, requeue) =
+                let (mut status, decided, mut requeue) =
                     applied_status(&self.previous, a, &applied, failed);
                 rotation_events = slots_status(&self.previous, &a.slots, &mut status, now);
+                // Pods stopping change nothing the operator watches: look again soon.
+                let phase = a.slots.decision.rotation.as_ref().map(|r| r.phase);
+                if matches!(phase, Some(RotationPhase::Draining | RotationPhase::Verifying)) {
+                    requeue = Requeue::Soon;
+                }
                 (status, decided, requeue)
             }
         };

@@ -1445,6 +1445,11 @@ fn an_auto_rotation_switches_within_the_budget_and_keeps_the_old_slot_until_no_p
         Some(RotationPhase::Draining)
     );
     assert_eq!(p.secret, Change::Keep, "main stays while a Pod runs it");
+    assert_eq!(
+        p.report(&[], &now()).requeue,
+        Requeue::Soon,
+        "Pods stopping wake nothing: look again soon"
+    );
     w.pods = Some(BTreeMap::from([("green".into(), 2)]));
     let p = w.plan();
     let r = p.report(&[], &now());
