@@ -182,6 +182,55 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         deployment_field(&kc, "team-b", "billing", "{.metadata.generation}")
     );
 
+    // Rotation as the guide shows it: new credentials in team-b's standby slot; the Events
+    // follow the rotation to the point where blue may be revoked, and kubectl waits for it.
+    let hint = report
+        .lines()
+        .find(|l| l.contains("patch secret egress-proxy-green"))
+        .expect("the guide shows the rotation command")
+        .trim()
+        .to_owned();
+    assert!(
+        hint.starts_with("kubectl -n proxy-system patch secret"),
+        "{hint}"
+    );
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            "proxy-system",
+            "patch",
+            "secret",
+            "egress-proxy-green",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"stringData":{"httpProxy":"http://team-b-green:rotated@proxy.corp.example:3128","httpsProxy":"http://team-b-green:rotated@proxy.corp.example:3128"}}"#,
+        ],
+    );
+    let rotated = demo.until("CredentialRevocable");
+    assert!(rotated.contains("RotationStarted"), "{rotated}");
+    assert!(
+        rotated
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("team-b/outbound")
+            && rotated.contains("slot blue"),
+        "{rotated}"
+    );
+    kubectl(
+        &kc,
+        &[
+            "-n",
+            "team-b",
+            "wait",
+            "epp/outbound",
+            "--for=jsonpath={.status.rotation.phase}=Complete",
+            "--timeout=30s",
+        ],
+    );
+
     // Ctrl-C stops it cleanly.
     let pid = demo.child.id().to_string();
     assert!(

@@ -139,6 +139,16 @@ fn print_hints(kubeconfig: &std::path::Path) {
     println!(
         "  kubectl -n team-a patch secret egress-proxy --type merge -p '{{\"stringData\":{{\"httpProxy\":\"http://team-a:new-password@proxy.corp.example:3128\"}}}}'"
     );
+    println!(
+        "Rotate team-b's credential as rotation tooling does: write the standby slot, wait until \
+         the old one may be revoked:"
+    );
+    println!(
+        "  kubectl -n proxy-system patch secret egress-proxy-green --type merge -p '{{\"stringData\":{{\"httpProxy\":\"http://team-b-green:new-password@proxy.corp.example:3128\",\"httpsProxy\":\"http://team-b-green:new-password@proxy.corp.example:3128\"}}}}'"
+    );
+    println!(
+        "  kubectl -n team-b wait epp/outbound --for=jsonpath='{{.status.rotation.phase}}'=Complete"
+    );
     println!("\nServing until Ctrl-C. Operator events follow:\n");
 }
 

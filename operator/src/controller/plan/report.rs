@@ -116,7 +116,10 @@ impl Plan {
                 rotation_events = slots_status(&self.previous, &a.slots, &mut status, now);
                 // Pods stopping change nothing the operator watches: look again soon.
                 let phase = a.slots.decision.rotation.as_ref().map(|r| r.phase);
-                if matches!(phase, Some(RotationPhase::Draining | RotationPhase::Verifying)) {
+                if matches!(
+                    phase,
+                    Some(RotationPhase::Draining | RotationPhase::Verifying)
+                ) {
                     requeue = Requeue::Soon;
                 }
                 (status, decided, requeue)

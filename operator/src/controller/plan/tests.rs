@@ -1469,3 +1469,29 @@ fn an_auto_rotation_switches_within_the_budget_and_keeps_the_old_slot_until_no_p
     assert!(!p.needs_pods && p.writes.is_empty() && p.secret == Change::Keep);
     assert_eq!(p.report(&[], &now()).status, None, "settled");
 }
+
+#[test]
+fn overwriting_the_slot_in_use_warns_once() {
+    let mut w = World::new(json!({}), vec![proxied("api")]);
+    for _ in 0..2 {
+        w.settle();
+    }
+    w.credentials = Some(urls("http://u:overwritten@proxy.corp.example:3128"));
+    let p = w.settle();
+    let r = p.report(&[], &now());
+    assert!(
+        events(&r).contains(&(true, "CredentialChangedInPlace".into())),
+        "{:?}",
+        events(&r)
+    );
+    assert_eq!(
+        ids(&p),
+        ["Deployment/api"],
+        "it still rolls, as before slots"
+    );
+    let r = w.plan().report(&[], &now());
+    assert!(
+        !events(&r).iter().any(|e| e.1 == "CredentialChangedInPlace"),
+        "once"
+    );
+}
