@@ -5,6 +5,9 @@
 //!    1,000 server-side-apply patches with the same concurrency against the same server.
 //! 2. Resident memory of the operator binary with 10,000 Deployments (1,000 selected) and
 //!    10,000 unrelated Secrets in the server.
+//! 3. A credential rotation (`rotation: Auto`) of the same 1,000 Deployments: time until every
+//!    policy reports `Complete`, and the operator's writes next to the minimum (one write per
+//!    workload, the managed Secret twice per policy, two status writes per policy).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -144,31 +147,7 @@ async fn patch_throughput() {
         let total_writes = field_manager_writes(&sim) - writes;
         let new_events = sim.request_counts().get("create", "events") - events;
 
-        // The bare client: the same 1,000 apply patches, WORKERS at a time.
-        let before = sim.request_counts().get("patch", "deployments");
-        let t1 = Instant::now();
-        futures::stream::iter((0..100).flat_map(|n| (0..10).map(move |i| (n, i))))
-            .map(|(n, i)| {
-                let api = Api::<Deployment>::namespaced(client.clone(), &format!("team-{n:03}"));
-                async move {
-                    let body = json!({
-                        "apiVersion": "apps/v1", "kind": "Deployment",
-                        "metadata": {"name": format!("app-{i}")},
-                        "spec": {"template": {"metadata": {"annotations": {"bench/round": format!("{round}")}}}}
-                    });
-                    api.patch(&format!("app-{i}"), &PatchParams::apply("bare-client").force(), &Patch::Apply(&body))
-                        .await
-                        .expect("bare patch");
-                }
-            })
-            .buffer_unordered(WORKERS as usize)
-            .collect::<Vec<_>>()
-            .await;
-        let bare = t1.elapsed();
-        assert_eq!(
-            sim.request_counts().get("patch", "deployments") - before,
-            1000
-        );
+        let bare = bare_client(&sim, &client, &format!("{round}")).await;
         let ratio = operator.as_secs_f64() / bare.as_secs_f64();
         ratios.push(ratio);
         println!(
@@ -188,6 +167,132 @@ async fn patch_throughput() {
     }
     let _ = stop.send(());
     let _ = op.await;
+}
+
+/// Two slots (blue, green) in proxy-system for every namespace, policies rotating `Auto`.
+fn rotation_fixtures(namespaces: usize, per_ns: usize) -> String {
+    let slots = fixtures(namespaces, per_ns, 0, 0)
+        .replace(
+            "credentials: [{name: main, secretRef: {name: shared, namespace: proxy-system}}]\n    active: main",
+            "credentials: [{name: blue, secretRef: {name: shared, namespace: proxy-system}}, {name: green, secretRef: {name: standby, namespace: proxy-system}}]\n    active: blue\n    rotation: Auto",
+        );
+    format!(
+        "{slots}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: standby, namespace: proxy-system, annotations: {{egressproxy.io/allowed-namespaces: \"*\"}}}}\n\
+         stringData: {{httpProxy: \"http://u:green-1@proxy.corp.example:3128\", httpsProxy: \"http://u:green-1@proxy.corp.example:3128\"}}\n"
+    )
+}
+
+async fn complete(client: &kube::Client, limit: Duration) -> Option<Duration> {
+    use egress_proxy_operator::api::{EgressProxyPolicy, RotationPhase};
+    let api = Api::<EgressProxyPolicy>::all(client.clone());
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        let all = api.list(&Default::default()).await.expect("policies").items;
+        let done = all.iter().all(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.rotation.as_ref())
+                .is_some_and(|r| r.phase == RotationPhase::Complete && r.to == "green")
+        });
+        if done {
+            return Some(t.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+async fn rotation() {
+    println!("== rotation (Auto) of 1,000 Deployments in 100 namespaces, two shared slots ==");
+    let sim = sim_with(&rotation_fixtures(100, 10)).await;
+    let client = sim.client().expect("client");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = Settings {
+        api_host: Some("127.0.0.1".into()),
+        workers: WORKERS,
+        ..Default::default()
+    };
+    let op = tokio::spawn(controller::run(client.clone(), settings, async {
+        let _ = stopped.await;
+    }));
+    if wait_patches(&sim, 0, 1000, Duration::from_secs(300))
+        .await
+        .is_none()
+    {
+        println!("initial injection did not finish within 300 s");
+        return;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let counts = sim.request_counts();
+    let (writes, events) = (field_manager_writes(&sim), counts.get("create", "events"));
+    let patches = counts.get("patch", "deployments");
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "proxy-system");
+    let t0 = Instant::now();
+    secrets
+        .patch("standby", &PatchParams::default(), &Patch::Merge(json!({"stringData": {"httpProxy": "http://u:green-2@proxy.corp.example:3128", "httpsProxy": "http://u:green-2@proxy.corp.example:3128"}})))
+        .await
+        .expect("write the standby slot");
+    let switched = wait_patches(&sim, patches, 1000, Duration::from_secs(300)).await;
+    let done = complete(&client, Duration::from_secs(300)).await;
+    println!(
+        "every Deployment switched: {switched:?}; every policy Complete: {:?}",
+        done.map(|_| t0.elapsed())
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let counts = sim.request_counts();
+    let total = field_manager_writes(&sim) - writes;
+    let minimum = 1000 + 2 * 100 + 2 * 100;
+    println!(
+        "operator writes for the rotation: {total} (workloads {}, minimum {minimum}: ratio {:.2}); events {}",
+        counts.get("patch", "deployments") - patches,
+        total as f64 / minimum as f64,
+        counts.get("create", "events") - events
+    );
+    let bare = bare_client(&sim, &client, "rotation").await;
+    if let Some(s) = switched {
+        println!(
+            "switching time {:.0} ms, bare client {:.0} ms, ratio {:.2}",
+            s.as_secs_f64() * 1000.0,
+            bare.as_secs_f64() * 1000.0,
+            s.as_secs_f64() / bare.as_secs_f64()
+        );
+    }
+    let _ = stop.send(());
+    let _ = op.await;
+}
+
+/// The bare client: the same 1,000 server-side-apply patches, WORKERS at a time.
+async fn bare_client(sim: &kube_sim::KubeSimHandle, client: &kube::Client, tag: &str) -> Duration {
+    let before = sim.request_counts().get("patch", "deployments");
+    let t1 = Instant::now();
+    futures::stream::iter((0..100).flat_map(|n| (0..10).map(move |i| (n, i))))
+        .map(|(n, i)| {
+            let api = Api::<Deployment>::namespaced(client.clone(), &format!("team-{n:03}"));
+            async move {
+                let body = json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": format!("app-{i}")},
+                    "spec": {"template": {"metadata": {"annotations": {"bench/round": tag}}}}
+                });
+                api.patch(
+                    &format!("app-{i}"),
+                    &PatchParams::apply("bare-client").force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+                .expect("bare patch");
+            }
+        })
+        .buffer_unordered(WORKERS as usize)
+        .collect::<Vec<_>>()
+        .await;
+    let bare = t1.elapsed();
+    assert_eq!(
+        sim.request_counts().get("patch", "deployments") - before,
+        1000
+    );
+    bare
 }
 
 fn rss_kib(pid: u32) -> (u64, u64) {
@@ -250,6 +355,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| "memory".contains(o)) {
             memory().await;
+        }
+        if only.as_deref().is_none_or(|o| "rotation".contains(o)) {
+            rotation().await;
         }
     });
 }
