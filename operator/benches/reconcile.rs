@@ -89,6 +89,25 @@ fn field_manager_writes(sim: &kube_sim::KubeSimHandle) -> u64 {
         .unwrap_or(0)
 }
 
+/// The operator in-process, with WORKERS concurrent reconciles; send on the first to stop it.
+fn start_operator(
+    client: &kube::Client,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), controller::RunError>>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let settings = Settings {
+        api_host: Some("127.0.0.1".into()),
+        workers: WORKERS,
+        ..Default::default()
+    };
+    let op = tokio::spawn(controller::run(client.clone(), settings, async {
+        let _ = stopped.await;
+    }));
+    (stop, op)
+}
+
 async fn wait_patches(
     sim: &kube_sim::KubeSimHandle,
     from: u64,
@@ -109,15 +128,7 @@ async fn patch_throughput() {
     println!("== 1,000 selected Deployments in 100 namespaces, one source Secret update ==");
     let sim = sim_with(&fixtures(100, 10, 0, 0)).await;
     let client = sim.client().expect("client");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let settings = Settings {
-        api_host: Some("127.0.0.1".into()),
-        workers: WORKERS,
-        ..Default::default()
-    };
-    let op = tokio::spawn(controller::run(client.clone(), settings, async {
-        let _ = stopped.await;
-    }));
+    let (stop, op) = start_operator(&client);
     let start = Instant::now();
     let first = wait_patches(&sim, 0, 1000, Duration::from_secs(300)).await;
     println!(
@@ -206,15 +217,7 @@ async fn rotation() {
     println!("== rotation (Auto) of 1,000 Deployments in 100 namespaces, two shared slots ==");
     let sim = sim_with(&rotation_fixtures(100, 10)).await;
     let client = sim.client().expect("client");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let settings = Settings {
-        api_host: Some("127.0.0.1".into()),
-        workers: WORKERS,
-        ..Default::default()
-    };
-    let op = tokio::spawn(controller::run(client.clone(), settings, async {
-        let _ = stopped.await;
-    }));
+    let (stop, op) = start_operator(&client);
     if wait_patches(&sim, 0, 1000, Duration::from_secs(300))
         .await
         .is_none()

@@ -85,6 +85,21 @@ spec:
     )
 }
 
+/// The cluster with Pods that take `ready_ms` to get Ready and `grace_scale` times their grace
+/// period to stop, and the operator, once the policy is Reconciled.
+async fn started(yaml: &str, ready_ms: u64, grace_scale: f64) -> (Env, Operator) {
+    let env = Env::paced(yaml, Duration::from_millis(ready_ms), grace_scale).await;
+    let op = env.start();
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    (env, op)
+}
+
+/// Sets `spec.proxy.active`.
+async fn switch(env: &Env, slot: &str) {
+    let patch = json!({"spec": {"proxy": {"active": slot}}});
+    env.patch_policy(NS, "outbound", patch).await;
+}
+
 async fn rotation(env: &Env) -> Option<RotationStatus> {
     env.policy(NS, "outbound").await.status?.rotation
 }
@@ -268,14 +283,7 @@ async fn auto_rotation_switches_each_workload_once_and_revokes_only_when_no_pod_
         // once, so the Deployments' old Pods (3 s) are what the rotation drains.
         workload("DaemonSet", "agent", "", 0)
     );
-    let env = Env::paced(
-        &fixture("Auto", 3, 18, &extra),
-        Duration::from_millis(200),
-        1.0,
-    )
-    .await;
-    let op = env.start();
-    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let (env, op) = started(&fixture("Auto", 3, 18, &extra), 200, 1.0).await;
     let before = revisions(&env).await;
     assert_eq!(before.len(), 20, "{before:?}");
     assert!(
@@ -377,24 +385,12 @@ async fn auto_rotation_switches_each_workload_once_and_revokes_only_when_no_pod_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_switch_to_a_broken_slot_is_blocked_and_touches_nothing() {
-    let env = Env::paced(
-        &fixture("Manual", 2, 3, ""),
-        Duration::from_millis(100),
-        1.0,
-    )
-    .await;
-    let op = env.start();
-    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let (env, op) = started(&fixture("Manual", 2, 3, ""), 100, 1.0).await;
     let before = revisions(&env).await;
     // The standby's Secret is malformed; the team switches to it anyway.
     env.set_secret(NS, "proxy-green", json!({"httpProxy": "not a url"}))
         .await;
-    env.patch_policy(
-        NS,
-        "outbound",
-        json!({"spec": {"proxy": {"active": "green"}}}),
-    )
-    .await;
+    switch(&env, "green").await;
     let r = wait_phase(&env, RotationPhase::Blocked).await;
     assert!(
         r.message
@@ -431,14 +427,7 @@ async fn a_manual_switch_to_a_broken_slot_is_blocked_and_touches_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_rollout_stops_the_rotation_and_nothing_is_revocable() {
-    let env = Env::paced(
-        &fixture("Manual", 1, 2, ""),
-        Duration::from_millis(100),
-        0.0,
-    )
-    .await;
-    let op = env.start();
-    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let (env, op) = started(&fixture("Manual", 1, 2, ""), 100, 0.0).await;
     // d00's next rollout exceeds its progress deadline.
     env.patch_deployment(
         NS,
@@ -446,12 +435,7 @@ async fn a_stalled_rollout_stops_the_rotation_and_nothing_is_revocable() {
         json!({"metadata": {"annotations": {"kube-sim.io/rollout": "fail"}}}),
     )
     .await;
-    env.patch_policy(
-        NS,
-        "outbound",
-        json!({"spec": {"proxy": {"active": "green"}}}),
-    )
-    .await;
+    switch(&env, "green").await;
     let r = wait_phase(&env, RotationPhase::Stalled).await;
     assert!(r.revocable.is_empty());
     assert!(
@@ -474,12 +458,7 @@ async fn a_stalled_rollout_stops_the_rotation_and_nothing_is_revocable() {
         json!({"metadata": {"annotations": {"kube-sim.io/rollout": null}}}),
     )
     .await;
-    env.patch_policy(
-        NS,
-        "outbound",
-        json!({"spec": {"proxy": {"active": "blue"}}}),
-    )
-    .await;
+    switch(&env, "blue").await;
     let r = completed(&env, "blue").await;
     assert_eq!(
         (r.from.as_str(), r.revocable.clone()),
@@ -496,21 +475,13 @@ async fn a_stalled_rollout_stops_the_rotation_and_nothing_is_revocable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotating_back_and_forth_rolls_each_workload_once_per_rotation() {
-    let env = Env::paced(
-        &fixture("Manual", 2, 3, ""),
-        Duration::from_millis(100),
-        1.0,
-    )
-    .await;
-    let op = env.start();
-    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    let (env, op) = started(&fixture("Manual", 2, 3, ""), 100, 1.0).await;
     let start = deployment_revisions(&env).await;
     for (round, (to, from)) in [("green", "blue"), ("blue", "green"), ("green", "blue")]
         .into_iter()
         .enumerate()
     {
-        env.patch_policy(NS, "outbound", json!({"spec": {"proxy": {"active": to}}}))
-            .await;
+        switch(&env, to).await;
         let r = completed(&env, to).await;
         assert_eq!(
             (r.from.as_str(), r.revocable.clone()),
@@ -532,20 +503,8 @@ async fn rotating_back_and_forth_rolls_each_workload_once_per_rotation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workloads_added_or_deselected_mid_rotation() {
-    let env = Env::paced(
-        &fixture("Manual", 1, 3, ""),
-        Duration::from_millis(600),
-        1.0,
-    )
-    .await;
-    let op = env.start();
-    wait_reason(&env, NS, "outbound", "Reconciled").await;
-    env.patch_policy(
-        NS,
-        "outbound",
-        json!({"spec": {"proxy": {"active": "green"}}}),
-    )
-    .await;
+    let (env, op) = started(&fixture("Manual", 1, 3, ""), 600, 1.0).await;
+    switch(&env, "green").await;
     wait_for(&env, "Rolling", |r| {
         r.phase == RotationPhase::Rolling && r.workloads.switched >= 1
     })
@@ -641,12 +600,7 @@ async fn kill_9_while_rolling_and_while_draining_rolls_nobody_twice() {
     let op = Binary::start(&env, &dir);
     wait_reason(&env, NS, "outbound", "Reconciled").await;
     let before = revisions(&env).await;
-    env.patch_policy(
-        NS,
-        "outbound",
-        json!({"spec": {"proxy": {"active": "green"}}}),
-    )
-    .await;
+    switch(&env, "green").await;
     wait_for(&env, "Rolling, part switched", |r| {
         r.phase == RotationPhase::Rolling && r.workloads.switched >= 1 && r.workloads.switched < 6
     })
