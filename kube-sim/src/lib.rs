@@ -12,6 +12,7 @@ pub(crate) mod controllers;
 pub(crate) mod delete;
 pub(crate) mod discovery;
 pub(crate) mod error;
+pub(crate) mod events;
 pub mod hooks;
 pub(crate) mod kinds;
 pub mod kubeconfig;

@@ -197,12 +197,23 @@ impl Store {
         self.range(gr, namespace, None).count()
     }
 
-    /// Store `obj` (its resourceVersion already set to a fresh rv) and emit an event.
+    /// Store `obj` (its resourceVersion already set to a fresh rv) and emit an event. An
+    /// events.k8s.io Event is also stored as its core/v1 view.
     pub fn put(&mut self, gr: &GroupResource, obj: Value) -> Arc<Value> {
+        let stored = self.put_one(gr, obj, true);
+        if crate::events::is_events_k8s_io(gr) {
+            let rv = self.next_rv();
+            let core = crate::events::core_view(&stored, rv);
+            self.put_one(&crate::events::core_events(), core, false);
+        }
+        stored
+    }
+
+    fn put_one(&mut self, gr: &GroupResource, obj: Value, index_uid: bool) -> Arc<Value> {
         let key = key_of(&obj);
         let rv = rv_of(&obj);
         let obj = Arc::new(obj);
-        if let Some(uid) = uid_of(&obj) {
+        if let Some(uid) = uid_of(&obj).filter(|_| index_uid) {
             self.uids.insert(uid.to_string(), (gr.clone(), key.clone()));
         }
         let old = self
@@ -236,8 +247,17 @@ impl Store {
         obj
     }
 
-    /// Remove an object and emit DELETED with a fresh resourceVersion.
+    /// Remove an object and emit DELETED with a fresh resourceVersion (an events.k8s.io
+    /// Event's core/v1 view goes with it).
     pub fn remove(&mut self, gr: &GroupResource, key: &Key) -> Option<Arc<Value>> {
+        let last = self.remove_one(gr, key)?;
+        if crate::events::is_events_k8s_io(gr) {
+            self.remove_one(&crate::events::core_events(), key);
+        }
+        Some(last)
+    }
+
+    fn remove_one(&mut self, gr: &GroupResource, key: &Key) -> Option<Arc<Value>> {
         let old = self.objects.get_mut(gr)?.remove(key)?;
         if let Some(uid) = uid_of(&old) {
             self.uids.remove(uid);

@@ -308,6 +308,33 @@ fn scenario(k: &Kubectl, ns: &str) {
         "{out}"
     );
 
+    // An events.k8s.io Event is served as a core Event too: describe lists it (it selects
+    // Events by the object's uid as well).
+    let uid = k.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let event = format!(
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {{name: web.seen, namespace: {ns}}}\n\
+         regarding: {{apiVersion: apps/v1, kind: Deployment, name: web, namespace: {ns}, uid: {uid}}}\n\
+         reason: Inspected\nnote: looked at by a controller\ntype: Normal\naction: Inspect\n\
+         reportingController: example.com/inspector\nreportingInstance: inspector-1\n\
+         eventTime: \"2026-12-03T10:00:00.000000Z\"\n"
+    );
+    k.ok_in(&["apply", "-f", "-"], Some(&event));
+    let out = k.ok(&["describe", "deployment", "web", "-n", ns]);
+    assert!(
+        out.contains("Inspected") && out.contains("looked at by a controller"),
+        "{out}"
+    );
+    let out = k.ok(&["get", "events.v1.", "-n", ns, "-o", "name"]);
+    assert!(out.contains("event/web.seen"), "{out}");
+
     // Server-side apply: ownership, conflicts with other writers, --force-conflicts.
     let out = k.ok(&[
         "apply",

@@ -231,6 +231,16 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         ],
     );
 
+    // kubectl describe shows the operator's Events (served as core/v1 Events too).
+    let described = kubectl(
+        &kc,
+        &["-n", "team-b", "describe", "egressproxypolicy", "outbound"],
+    );
+    assert!(
+        described.contains("RotationStarted") && described.contains("CredentialRevocable"),
+        "{described}"
+    );
+
     // Ctrl-C stops it cleanly.
     let pid = demo.child.id().to_string();
     assert!(
