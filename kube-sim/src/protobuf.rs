@@ -3,7 +3,7 @@
 //! `auth can-i`, ...) send them. The envelope is the magic `k8s\0` and a `runtime.Unknown`
 //! holding the type and the encoded object; each supported kind is described by a table of
 //! field numbers (from the upstream `generated.proto` files), so adding a kind is adding a
-//! table. Unknown fields are skipped, as protobuf readers do.
+//! table. A field no table knows is refused (415) rather than dropped.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -11,9 +11,16 @@ use serde_json::{Map, Value, json};
 /// What a field holds.
 #[derive(Clone, Copy)]
 enum T {
+    /// A string; Go's encoder writes empty ones too, which JSON omits.
     Str,
+    /// A `*bool`: false is a value.
     Bool,
+    /// A plain `bool` with `omitempty`: always encoded, false is omitted.
+    Flag,
+    /// A `*int32`/`*int64`: 0 is a value.
     Int,
+    /// A plain integer with `omitempty`: always encoded, 0 is omitted.
+    Count,
     Time,
     Msg(&'static [F]),
     StrList,
@@ -22,6 +29,10 @@ enum T {
     BytesMap,
     /// `map<string, ExtraValue>`: a list of strings per key.
     ListMap,
+    /// `map<string, Quantity>`: a Quantity is a message with its string in field 1.
+    QuantityMap,
+    /// Known, carries nothing a request may set (`status`): skipped.
+    Ignore,
 }
 
 /// One field: number, JSON name, type.
@@ -42,7 +53,7 @@ const OBJECT_META: &[F] = &[
     F(3, "namespace", T::Str),
     F(5, "uid", T::Str),
     F(6, "resourceVersion", T::Str),
-    F(7, "generation", T::Int),
+    F(7, "generation", T::Count),
     F(8, "creationTimestamp", T::Time),
     F(9, "deletionTimestamp", T::Time),
     F(10, "deletionGracePeriodSeconds", T::Int),
@@ -50,6 +61,8 @@ const OBJECT_META: &[F] = &[
     F(12, "annotations", T::StrMap),
     F(13, "ownerReferences", T::MsgList(OWNER_REF)),
     F(14, "finalizers", T::StrList),
+    F(4, "selfLink", T::Ignore),
+    F(17, "managedFields", T::Ignore),
 ];
 
 const RESOURCE_ATTRIBUTES: &[F] = &[
@@ -76,11 +89,13 @@ const ACCESS_REVIEW_SPEC: &[F] = &[
 const ACCESS_REVIEW: &[F] = &[
     F(1, "metadata", T::Msg(OBJECT_META)),
     F(2, "spec", T::Msg(ACCESS_REVIEW_SPEC)),
+    F(3, "status", T::Ignore),
 ];
 
 const RULES_REVIEW: &[F] = &[
     F(1, "metadata", T::Msg(OBJECT_META)),
     F(2, "spec", T::Msg(&[F(1, "namespace", T::Str)])),
+    F(3, "status", T::Ignore),
 ];
 
 const SECRET: &[F] = &[
@@ -101,6 +116,7 @@ const CONFIG_MAP: &[F] = &[
 const NAMESPACE: &[F] = &[
     F(1, "metadata", T::Msg(OBJECT_META)),
     F(2, "spec", T::Msg(&[F(1, "finalizers", T::StrList)])),
+    F(3, "status", T::Ignore),
 ];
 
 const OBJECT_REFERENCE: &[F] = &[
@@ -138,6 +154,170 @@ const TOKEN_REQUEST: &[F] = &[
             ),
         ]),
     ),
+    F(3, "status", T::Ignore),
+];
+
+const LABEL_SELECTOR: &[F] = &[
+    F(1, "matchLabels", T::StrMap),
+    F(
+        2,
+        "matchExpressions",
+        T::MsgList(&[
+            F(1, "key", T::Str),
+            F(2, "operator", T::Str),
+            F(3, "values", T::StrList),
+        ]),
+    ),
+];
+
+const CONTAINER: &[F] = &[
+    F(1, "name", T::Str),
+    F(2, "image", T::Str),
+    F(3, "command", T::StrList),
+    F(4, "args", T::StrList),
+    F(5, "workingDir", T::Str),
+    F(
+        6,
+        "ports",
+        T::MsgList(&[
+            F(1, "name", T::Str),
+            F(2, "hostPort", T::Count),
+            F(3, "containerPort", T::Int),
+            F(4, "protocol", T::Str),
+            F(5, "hostIP", T::Str),
+        ]),
+    ),
+    F(
+        7,
+        "env",
+        T::MsgList(&[F(1, "name", T::Str), F(2, "value", T::Str)]),
+    ),
+    F(
+        8,
+        "resources",
+        T::Msg(&[
+            F(1, "limits", T::QuantityMap),
+            F(2, "requests", T::QuantityMap),
+        ]),
+    ),
+    F(13, "terminationMessagePath", T::Str),
+    F(14, "imagePullPolicy", T::Str),
+    F(20, "terminationMessagePolicy", T::Str),
+    F(16, "stdin", T::Flag),
+    F(17, "stdinOnce", T::Flag),
+    F(18, "tty", T::Flag),
+];
+
+const POD_TEMPLATE: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(
+        2,
+        "spec",
+        T::Msg(&[
+            F(2, "containers", T::MsgList(CONTAINER)),
+            F(20, "initContainers", T::MsgList(CONTAINER)),
+            F(3, "restartPolicy", T::Str),
+            F(4, "terminationGracePeriodSeconds", T::Int),
+            F(6, "dnsPolicy", T::Str),
+            F(7, "nodeSelector", T::StrMap),
+            F(8, "serviceAccountName", T::Str),
+            F(19, "schedulerName", T::Str),
+            F(5, "activeDeadlineSeconds", T::Int),
+            F(9, "serviceAccount", T::Str),
+            F(10, "nodeName", T::Str),
+            F(11, "hostNetwork", T::Flag),
+            F(12, "hostPID", T::Flag),
+            F(13, "hostIPC", T::Flag),
+            F(16, "hostname", T::Str),
+            F(17, "subdomain", T::Str),
+            F(21, "automountServiceAccountToken", T::Bool),
+            F(24, "priorityClassName", T::Str),
+            F(25, "priority", T::Int),
+            F(27, "shareProcessNamespace", T::Bool),
+            F(29, "runtimeClassName", T::Str),
+            F(30, "enableServiceLinks", T::Bool),
+            F(31, "preemptionPolicy", T::Str),
+            F(35, "setHostnameAsFQDN", T::Bool),
+            F(37, "hostUsers", T::Bool),
+            F(41, "hostnameOverride", T::Str),
+        ]),
+    ),
+];
+
+const DEPLOYMENT: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(
+        2,
+        "spec",
+        T::Msg(&[
+            F(1, "replicas", T::Int),
+            F(2, "selector", T::Msg(LABEL_SELECTOR)),
+            F(3, "template", T::Msg(POD_TEMPLATE)),
+            F(4, "strategy", T::Msg(&[F(1, "type", T::Str)])),
+            F(5, "minReadySeconds", T::Count),
+            F(6, "revisionHistoryLimit", T::Int),
+            F(7, "paused", T::Flag),
+            F(9, "progressDeadlineSeconds", T::Int),
+        ]),
+    ),
+    F(3, "status", T::Ignore),
+];
+
+const JOB: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(
+        2,
+        "spec",
+        T::Msg(&[
+            F(1, "parallelism", T::Int),
+            F(2, "completions", T::Int),
+            F(3, "activeDeadlineSeconds", T::Int),
+            F(4, "selector", T::Msg(LABEL_SELECTOR)),
+            F(5, "manualSelector", T::Bool),
+            F(6, "template", T::Msg(POD_TEMPLATE)),
+            F(7, "backoffLimit", T::Int),
+            F(8, "ttlSecondsAfterFinished", T::Int),
+            F(9, "completionMode", T::Str),
+            F(10, "suspend", T::Bool),
+        ]),
+    ),
+    F(3, "status", T::Ignore),
+];
+
+const POLICY_RULE: &[F] = &[
+    F(1, "verbs", T::StrList),
+    F(2, "apiGroups", T::StrList),
+    F(3, "resources", T::StrList),
+    F(4, "resourceNames", T::StrList),
+    F(5, "nonResourceURLs", T::StrList),
+];
+
+const ROLE: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(2, "rules", T::MsgList(POLICY_RULE)),
+];
+
+const ROLE_BINDING: &[F] = &[
+    F(1, "metadata", T::Msg(OBJECT_META)),
+    F(
+        2,
+        "subjects",
+        T::MsgList(&[
+            F(1, "kind", T::Str),
+            F(2, "apiGroup", T::Str),
+            F(3, "name", T::Str),
+            F(4, "namespace", T::Str),
+        ]),
+    ),
+    F(
+        3,
+        "roleRef",
+        T::Msg(&[
+            F(1, "apiGroup", T::Str),
+            F(2, "kind", T::Str),
+            F(3, "name", T::Str),
+        ]),
+    ),
 ];
 
 /// The kinds whose protobuf bodies are understood, by `apiVersion` and `kind`.
@@ -167,6 +347,16 @@ const KINDS: &[(&str, &str, &[F])] = &[
     ("v1", "Namespace", NAMESPACE),
     ("v1", "ServiceAccount", SERVICE_ACCOUNT),
     ("authentication.k8s.io/v1", "TokenRequest", TOKEN_REQUEST),
+    ("apps/v1", "Deployment", DEPLOYMENT),
+    ("batch/v1", "Job", JOB),
+    ("rbac.authorization.k8s.io/v1", "Role", ROLE),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", ROLE),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", ROLE_BINDING),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        ROLE_BINDING,
+    ),
 ];
 
 const MAGIC: &[u8] = b"k8s\0";
@@ -264,15 +454,22 @@ fn entry(b: &[u8]) -> Result<(String, Option<Wire<'_>>), String> {
     Ok((key, value))
 }
 
-fn time(b: &[u8]) -> Result<Value, String> {
+/// A `metav1.Time`; the zero time (how Go encodes an unset one) is no time.
+fn time(b: &[u8]) -> Result<Option<Value>, String> {
     let mut seconds = 0i64;
     for (no, w) in fields(b)? {
         if let (1, Wire::Varint(v)) = (no, w) {
             seconds = v as i64;
         }
     }
+    // Go's zero time.Time is year 1 (seconds -62135596800), or an empty message.
+    if seconds == 0 || seconds == -62_135_596_800 {
+        return Ok(None);
+    }
     let t = chrono::DateTime::from_timestamp(seconds, 0).ok_or("time out of range")?;
-    Ok(json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+    Ok(Some(json!(
+        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    )))
 }
 
 /// Add one field's value to `out`.
@@ -289,7 +486,19 @@ fn put(out: &mut Map<String, Value>, name: &str, ty: T, w: Wire) -> Result<(), S
     };
     match (ty, w) {
         (T::Str, Wire::Bytes(b)) => {
-            out.insert(name.into(), json!(text(b)?));
+            if !b.is_empty() {
+                out.insert(name.into(), json!(text(b)?));
+            }
+        }
+        (T::Flag, Wire::Varint(v)) => {
+            if v != 0 {
+                out.insert(name.into(), json!(true));
+            }
+        }
+        (T::Count, Wire::Varint(v)) => {
+            if v != 0 {
+                out.insert(name.into(), json!(v as i64));
+            }
         }
         (T::Bool, Wire::Varint(v)) => {
             out.insert(name.into(), json!(v != 0));
@@ -298,14 +507,17 @@ fn put(out: &mut Map<String, Value>, name: &str, ty: T, w: Wire) -> Result<(), S
             out.insert(name.into(), json!(v as i64));
         }
         (T::Time, Wire::Bytes(b)) => {
-            out.insert(name.into(), time(b)?);
+            if let Some(t) = time(b)? {
+                out.insert(name.into(), t);
+            }
         }
         (T::Msg(d), Wire::Bytes(b)) => {
             out.insert(name.into(), message(b, d)?);
         }
         (T::StrList, Wire::Bytes(b)) => push(out, json!(text(b)?)),
         (T::MsgList(d), Wire::Bytes(b)) => push(out, message(b, d)?),
-        (T::StrMap | T::BytesMap | T::ListMap, Wire::Bytes(b)) => {
+        (T::Ignore, _) => {}
+        (T::StrMap | T::BytesMap | T::ListMap | T::QuantityMap, Wire::Bytes(b)) => {
             let (k, v) = entry(b)?;
             let v = match (ty, v) {
                 (T::StrMap, Some(Wire::Bytes(s))) => json!(text(s)?),
@@ -314,6 +526,10 @@ fn put(out: &mut Map<String, Value>, name: &str, ty: T, w: Wire) -> Result<(), S
                     .get("items")
                     .cloned()
                     .unwrap_or(json!([])),
+                (T::QuantityMap, Some(Wire::Bytes(q))) => message(q, &[F(1, "q", T::Str)])?
+                    .get("q")
+                    .cloned()
+                    .unwrap_or(json!("0")),
                 (T::BytesMap, None) => json!(""),
                 (T::ListMap, None) => json!([]),
                 _ => json!(""),
@@ -325,12 +541,18 @@ fn put(out: &mut Map<String, Value>, name: &str, ty: T, w: Wire) -> Result<(), S
     Ok(())
 }
 
+/// Decodes one message. A field the table does not know is an error, not silently dropped:
+/// the object would be stored without something the client set.
 fn message(buf: &[u8], desc: &[F]) -> Result<Value, String> {
     let mut out = Map::new();
     for (no, w) in fields(buf)? {
-        if let Some(F(_, name, ty)) = desc.iter().find(|f| f.0 == no) {
-            put(&mut out, name, *ty, w)?;
-        }
+        let Some(F(_, name, ty)) = desc.iter().find(|f| f.0 == no) else {
+            let known: Vec<&str> = desc.iter().map(|f| f.1).collect();
+            return Err(format!(
+                "kube-sim cannot decode protobuf field number {no} next to {known:?}; send JSON"
+            ));
+        };
+        put(&mut out, name, *ty, w)?;
     }
     Ok(Value::Object(out))
 }
@@ -445,6 +667,16 @@ mod tests {
             json!({"resourceAttributes": {"verb": "list", "resource": "secrets"}})
         );
         assert!(decode(b"{}").is_err());
+        // A field no table knows is refused, not dropped.
+        let mut unknown = Vec::new();
+        bytes_field(2, &spec, &mut unknown);
+        bytes_field(9, b"x", &mut unknown);
+        let e = decode(&envelope(
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview",
+            &unknown,
+        ));
+        assert!(e.is_err_and(|e| e.contains("field number 9")));
         assert!(decode(&envelope("v1", "Pod", &[])).is_err());
         let mut truncated = envelope("v1", "Secret", &review);
         truncated.truncate(truncated.len() - 2);

@@ -781,5 +781,65 @@ fn kubectl_auth_can_i_checks_the_shipped_rbac() {
             "egress-proxy-system",
         ]);
         assert!(token.trim().len() > 20, "{token}");
+        // Workloads and RBAC objects, with the fields the generators set.
+        let ns = ["-n", "team-a"];
+        // The namespace goes first: a job's command follows `--`.
+        let create = |args: &[&str]| k.ok(&[&["create"], &ns[..], args].concat());
+        create(&[
+            "deployment",
+            &name,
+            "--image=nginx:1",
+            "--port=8080",
+            "--replicas=2",
+        ]);
+        let get = |kind: &str, path: &str| {
+            let jsonpath = format!("jsonpath={path}");
+            k.ok(&["get", kind, &name, "-n", "team-a", "-o", &jsonpath])
+        };
+        let d = get(
+            "deployment",
+            "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort} {.spec.selector.matchLabels.app}",
+        );
+        assert_eq!(d.trim(), format!("2 nginx:1 8080 {name}"));
+        create(&["job", &name, "--image=busybox:1", "--", "echo", "hi"]);
+        let j = get("job", "{.spec.template.spec.containers[0].command}");
+        assert_eq!(j.trim(), r#"["echo","hi"]"#);
+        create(&["role", &name, "--verb=get,list", "--resource=pods"]);
+        assert_eq!(get("role", "{.rules[0].verbs}").trim(), r#"["get","list"]"#);
+        create(&[
+            "rolebinding",
+            &name,
+            &format!("--role={name}"),
+            "--user=alice",
+        ]);
+        assert_eq!(
+            get("rolebinding", "{.roleRef.name} {.subjects[0].name}").trim(),
+            format!("{name} alice")
+        );
+        k.ok(&[
+            "create",
+            "clusterrole",
+            &name,
+            "--verb=list",
+            "--resource=nodes",
+        ]);
+        k.ok(&[
+            "create",
+            "clusterrolebinding",
+            &name,
+            &format!("--clusterrole={name}"),
+            "--group=devs",
+        ]);
+        let out = k.ok(&[
+            "auth",
+            "can-i",
+            "list",
+            "nodes",
+            "--as",
+            "bob",
+            "--as-group",
+            "devs",
+        ]);
+        assert_eq!(out.trim(), "yes", "the created binding is used");
     }
 }
