@@ -185,6 +185,23 @@ fn value_at<'a>(v: &'a Value, path: &Path) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, el| step(cur, el))
 }
 
+/// Objects left empty by removed fields go too (the manager stopped applying all of them),
+/// unless a field set still names something inside them.
+fn prune_emptied(live: &mut Value, removed: &[&Path], applied: &FieldSet, others: &FieldSet) {
+    for p in removed {
+        for end in (1..p.len()).rev() {
+            let parent: Path = p[..end].to_vec();
+            let empty =
+                value_at(live, &parent).is_some_and(|v| v.as_object().is_some_and(Map::is_empty));
+            let named = applied.iter().chain(others).any(|f| f.starts_with(&parent));
+            if !empty || named {
+                break;
+            }
+            remove_at(live, &parent);
+        }
+    }
+}
+
 /// Remove the field at `path` from `v`.
 fn remove_at(v: &mut Value, path: &Path) {
     let Some((last, parents)) = path.split_last() else {
@@ -530,6 +547,7 @@ pub(crate) fn plan(
         remove_at(&mut live, p);
         removed.push(p);
     }
+    prune_emptied(&mut live, &removed, &applied, &others);
 
     // New managedFields: this manager's Apply entry replaced, others kept (minus forced fields).
     let mut managed = Vec::new();

@@ -1023,3 +1023,24 @@ async fn server_side_apply_to_status() {
     assert_eq!(d.spec.and_then(|s| s.replicas), Some(1));
     assert_eq!(d.metadata.generation, Some(1));
 }
+
+#[tokio::test]
+async fn fields_a_manager_stops_applying_leave_no_empty_parent() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let pp = PatchParams::apply("tool").force();
+    let first = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prune"},
+                       "data": {"a": "1", "b": "2"}});
+    cms.patch("prune", &pp, &Patch::Apply(&first))
+        .await
+        .expect("apply");
+    let second = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prune"}});
+    let cm = cms
+        .patch("prune", &pp, &Patch::Apply(&second))
+        .await
+        .expect("apply");
+    assert_eq!(
+        cm.data, None,
+        "data went with its last field, not left as {{}}"
+    );
+}
