@@ -166,13 +166,12 @@ impl Executor {
     /// template carried), metadata only: Terminating Pods count, they still run.
     async fn pods_per_slot(&self) -> Result<BTreeMap<String, usize>, Error> {
         let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let pods = api
-            .list_metadata(&ListParams::default())
-            .await
-            .map_err(Error::kube(
-                "listing",
-                format!("Pods in namespace {}", self.ns),
-            ))?;
+        // A finished Pod runs nothing; an evicted or completed one may stay listed for long.
+        let running = ListParams::default().fields("status.phase!=Failed,status.phase!=Succeeded");
+        let pods = api.list_metadata(&running).await.map_err(Error::kube(
+            "listing",
+            format!("Pods in namespace {}", self.ns),
+        ))?;
         let prefix = format!("{}/", self.managed);
         let mut out = BTreeMap::new();
         for p in pods.items {

@@ -162,12 +162,17 @@ pub fn target(i: &Input) -> (String, RotationTrigger) {
     }
 }
 
-/// The slot being left: the previous rotation's when it has the same target, the previous
-/// target when a newer one replaces it, else the active slot if the target differs.
+/// The slot being left: the previous rotation's when it has the same target; when a newer
+/// target replaces it, the previous target if workloads may have moved to it (not when it was
+/// blocked or being verified: then nothing used it, and it is not revocable), else the
+/// active slot if the target differs.
 fn from(i: &Input, target: &str) -> Option<String> {
+    let unused =
+        |r: &RotationStatus| matches!(r.phase, RotationPhase::Blocked | RotationPhase::Verifying);
     match i.previous {
         Some(r) if r.to == target => Some(r.from.clone()),
-        Some(r) if slot(i, &r.to).is_some() => Some(r.to.clone()),
+        Some(r) if unused(r) && slot(i, &r.from).is_some() => Some(r.from.clone()),
+        Some(r) if !unused(r) && slot(i, &r.to).is_some() => Some(r.to.clone()),
         _ => (active(i) != target).then(|| active(i).to_owned()),
     }
     .filter(|f| f != target)
@@ -264,7 +269,16 @@ fn rotation(
         .filter(|w| w.progress == Progress::Stalled)
         .map(|w| w.name.clone())
         .collect();
-    let (phase, message) = if let Some(p) = &d.blocked {
+    // Once complete, a rotation stays complete while no template reads the old slot again:
+    // later changes (a new NO_PROXY) roll workloads on the same slot, not back.
+    let completed = i
+        .previous
+        .is_some_and(|p| p.phase == RotationPhase::Complete && p.to == r.to && p.from == r.from)
+        && !i.workloads.iter().any(|w| w.slot.as_ref() == Some(&r.from));
+    let (phase, message) = if completed && d.blocked.is_none() {
+        r.revocable = revocable(i, &r.to, None);
+        (RotationPhase::Complete, complete_message(&r))
+    } else if let Some(p) = &d.blocked {
         let m = format!(
             "slot {} cannot be used: {}; no workload is switched",
             r.to, p.message
@@ -313,14 +327,6 @@ fn gated(gate: Gate, r: &Rotation) -> (RotationPhase, String) {
 
 /// Every template is on the target and rolled out: the Pods decide.
 fn draining(i: &Input, d: &mut Decision, r: &mut Rotation) -> (RotationPhase, String) {
-    // Once complete, a rotation stays complete: templates are only ever written with the
-    // target slot, so no Pod of the old slot can appear again.
-    if i.previous
-        .is_some_and(|p| p.phase == RotationPhase::Complete && p.to == r.to && p.from == r.from)
-    {
-        r.revocable = revocable(i, &r.to, None);
-        return (RotationPhase::Complete, complete_message(r));
-    }
     d.needs_pods = true;
     let Some(pods) = i.pods else {
         let m = format!(

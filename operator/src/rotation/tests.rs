@@ -470,8 +470,74 @@ proptest! {
         let phase = run(&s)?;
         if s.broken_target && s.reverse_at.is_none() {
             prop_assert_eq!(phase, Some(RotationPhase::Blocked));
+        } else if s.broken_target {
+            // Back to the slot in use before anything switched: no rotation to report.
+            prop_assert_eq!(phase, None);
         } else if s.finishes.iter().any(|f| *f) {
             prop_assert_eq!(phase, Some(RotationPhase::Complete), "{:?}", s);
         }
     }
+}
+
+#[test]
+fn reverting_a_blocked_rotation_declares_nothing_revocable() {
+    let slots = [slot("blue", "f1"), broken("green")];
+    let ws = [on("Deployment/a", "blue", true, Progress::RolledOut)];
+    let none = BTreeMap::new();
+    let blocked = RotationStatus {
+        phase: RotationPhase::Blocked,
+        from: "blue".into(),
+        to: "green".into(),
+        trigger: RotationTrigger::Manual,
+        started_at: None,
+        workloads: Default::default(),
+        pending: Vec::new(),
+        revocable: Vec::new(),
+        revocable_since: None,
+        message: None,
+    };
+    let mut i = input(RotationMode::Manual, "blue", &slots, &ws, &none);
+    i.previous_active = Some("blue");
+    i.previous = Some(&blocked);
+    let d = decide(&i);
+    assert_eq!(
+        d.rotation, None,
+        "green was never used: it is not revocable"
+    );
+    assert!(d.may_write);
+}
+
+#[test]
+fn a_complete_rotation_stays_complete_when_the_configuration_changes_later() {
+    let slots = [slot("blue", "f1"), slot("green", "g1")];
+    let done = RotationStatus {
+        phase: RotationPhase::Complete,
+        from: "blue".into(),
+        to: "green".into(),
+        trigger: RotationTrigger::Manual,
+        started_at: None,
+        workloads: Default::default(),
+        pending: Vec::new(),
+        revocable: vec!["blue".into()],
+        revocable_since: None,
+        message: None,
+    };
+    // A new NO_PROXY: the workloads roll again, on green.
+    let ws = [on("Deployment/a", "green", false, Progress::Rolling)];
+    let none = BTreeMap::new();
+    let mut i = input(RotationMode::Manual, "green", &slots, &ws, &none);
+    i.previous_active = Some("green");
+    i.previous = Some(&done);
+    let d = decide(&i);
+    let r = d.rotation.expect("rotation");
+    assert_eq!(
+        (r.phase, r.revocable),
+        (RotationPhase::Complete, vec!["blue".to_string()])
+    );
+    assert!(!r.started && !d.needs_pods && d.may_write);
+    assert_eq!(
+        d.keep,
+        BTreeSet::from(["green".into()]),
+        "blue is not copied back"
+    );
 }

@@ -72,6 +72,22 @@ pub(super) fn managed<'a>(i: &'a Inputs, selector: &Selector) -> Vec<&'a Workloa
     out
 }
 
+/// Whether the policy can write `v` at all: no other policy's entries are still in it, and
+/// it has a container the policy names (or entries of ours to take out). A workload that
+/// cannot be written has no slot to rotate.
+pub(super) fn injectable(i: &Inputs, v: &WorkloadView) -> bool {
+    let own = own_names(i.policy);
+    let held = i
+        .others
+        .iter()
+        .any(|p| workloads::has_entries(&v.template, &own_names(p)));
+    let names = &i.policy.spec.containers;
+    let named = names.is_empty()
+        || names.iter().any(|n| has_container(v, &n.0))
+        || workloads::has_entries(&v.template, &own);
+    !held && named
+}
+
 pub(super) fn plan(
     i: &Inputs,
     mut plan: Plan,

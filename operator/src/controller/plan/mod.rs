@@ -326,7 +326,10 @@ pub fn plan(i: &Inputs) -> Plan {
         Ok(c) => c,
         Err(blocker) => return blocked(plan, blocker, facts, None),
     };
-    let mine = applied::managed(i, &s);
+    let mine: Vec<&WorkloadView> = applied::managed(i, &s)
+        .into_iter()
+        .filter(|v| applied::injectable(i, v))
+        .collect();
     let stage = match slots::stage(i, &rendered.value, &mine) {
         Ok(stage) => stage,
         Err(blocker) => return blocked(plan, blocker, facts, None),

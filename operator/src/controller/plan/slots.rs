@@ -46,7 +46,6 @@ pub(super) struct Stage {
     pub urls: Option<ProxyUrls>,
     /// The configuration hash of the target, when it can be used.
     pub hash: Option<String>,
-    pub key: Vec<u8>,
     pub credentials: Vec<CredentialSlotStatus>,
     /// An in-use slot's Secret was deleted or its grant withdrawn.
     pub withdrawn: Option<Blocker>,
@@ -113,10 +112,19 @@ pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Resul
             problem: r.urls.as_ref().err().map(problem),
         })
         .collect();
+    // Fingerprints under another key say nothing: without the stored key (a new or recreated
+    // managed Secret) they are not compared, so nothing looks changed.
+    let stored = i
+        .secret
+        .data
+        .as_ref()
+        .and_then(|d| d.0.get(HASH_KEY))
+        .is_some_and(|k| k.0.len() >= 16);
     let baselines: BTreeMap<String, String> = i
         .previous
         .credentials
         .iter()
+        .filter(|_| stored)
         .filter_map(|c| Some((c.name.clone(), c.fingerprint.clone()?)))
         .collect();
     let spec = &i.policy.spec.proxy;
@@ -154,7 +162,6 @@ pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Resul
         decision,
         urls,
         hash,
-        key,
         credentials,
         withdrawn,
     })
@@ -265,10 +272,19 @@ fn bytes(s: &str) -> ByteString {
 /// keeps (a slot that cannot be read now keeps its last good credential); other slots'
 /// keys go.
 pub(super) fn managed_data(i: &Inputs, s: &Stage, mut data: SecretData) -> SecretData {
-    data.0.insert(HASH_KEY.into(), ByteString(s.key.clone()));
+    data.0.insert(HASH_KEY.into(), ByteString(hash_key(i)));
     let reads = i.slots.unwrap_or_default();
     let mut names: Vec<String> = reads.iter().map(|r| r.name.clone()).collect();
     names.push(String::new());
+    // Slots the spec no longer names (removed or renamed) leave with their credentials.
+    let gone: Vec<String> = data
+        .0
+        .keys()
+        .filter_map(|k| k.strip_prefix(workloads::SLOT_PREFIX)?.rsplit_once('.'))
+        .map(|(slot, _)| slot.to_owned())
+        .filter(|slot| !names.contains(slot))
+        .collect();
+    names.extend(gone);
     for name in names {
         let keys = slot_keys(&name);
         if !s.decision.keep.contains(&name) {

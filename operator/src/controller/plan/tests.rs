@@ -1495,3 +1495,97 @@ fn overwriting_the_slot_in_use_warns_once() {
         "once"
     );
 }
+
+fn two_slots(extra: Value) -> Value {
+    let mut spec = json!({
+        "proxy": {"credentials": [{"name": "main", "secretRef": {"name": "egress-proxy"}},
+                                  {"name": "green", "secretRef": {"name": "egress-proxy-green"}}],
+                  "active": "main", "rotation": "Auto"},
+    });
+    merge(&mut spec, extra);
+    spec
+}
+
+#[test]
+fn a_recreated_managed_secret_starts_no_rotation() {
+    let mut w = World::new(two_slots(json!({})), vec![proxied("api")]);
+    w.second = Some(urls("http://u:green-1@proxy.corp.example:3128"));
+    for _ in 0..3 {
+        w.settle();
+    }
+    // The managed Secret (and its hash key) is gone: every fingerprint would differ.
+    w.secret = Observed::default();
+    w.new_key = vec![42; 32];
+    let p = w.plan();
+    let r = p.report(&[], &now());
+    assert!(
+        r.status.as_ref().is_none_or(|s| s.rotation.is_none()),
+        "{:?}",
+        r.status
+    );
+    assert!(
+        !events(&r)
+            .iter()
+            .any(|e| e.1.starts_with("Rotation") || e.1 == "CredentialChangedInPlace")
+    );
+    let switched = p.writes.iter().any(|w| match &w.write {
+        Write::Apply(b) | Write::Patch(b) => b.to_string().contains("slot.green."),
+        Write::None => false,
+    });
+    assert!(!switched, "no workload moves to the standby slot");
+}
+
+#[test]
+fn a_workload_without_the_named_containers_does_not_hold_a_rotation() {
+    let extra = json!({"containers": ["app"]});
+    let other = deployment(
+        "z",
+        json!({"egress": "proxied"}),
+        json!([{"name": "db", "image": "db:1"}]),
+    );
+    let mut w = World::new(two_slots(extra), vec![proxied("api"), other]);
+    w.second = Some(urls("http://u:green-1@proxy.corp.example:3128"));
+    for _ in 0..3 {
+        w.settle();
+    }
+    w.second = Some(urls("http://u:green-2@proxy.corp.example:3128"));
+    for _ in 0..3 {
+        w.settle();
+    }
+    w.pods = Some(BTreeMap::from([("green".into(), 1)]));
+    w.settle();
+    let rot = w.previous.rotation.clone().expect("rotation");
+    assert_eq!(
+        (rot.phase, rot.workloads.total),
+        (RotationPhase::Complete, 1),
+        "{rot:?}"
+    );
+}
+
+#[test]
+fn switching_back_from_a_blocked_slot_reconciles() {
+    let spec = json!({
+        "proxy": {"credentials": [{"name": "main", "secretRef": {"name": "egress-proxy"}},
+                                  {"name": "b", "secretRef": {"name": "not-granted", "namespace": "vault"}}],
+                  "active": "main"},
+    });
+    let mut w = World::new(spec, vec![proxied("api")]);
+    w.second = Some(Err(unavailable("vault/not-granted")));
+    for _ in 0..2 {
+        w.settle();
+    }
+    w.policy.spec.proxy.active = "b".into();
+    w.policy.metadata.generation = Some(2);
+    let r = w.settle().report(&[], &now());
+    assert_eq!(ready(&r).1, reason::SECRET_NOT_AVAILABLE);
+    w.policy.spec.proxy.active = "main".into();
+    w.policy.metadata.generation = Some(3);
+    let p = w.settle();
+    let r = p.report(&[], &now());
+    assert_eq!(
+        ready(&r).1,
+        reason::RECONCILED,
+        "{:?}",
+        r.status.as_ref().map(|s| &s.conditions)
+    );
+}
