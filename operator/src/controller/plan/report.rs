@@ -69,61 +69,16 @@ impl Plan {
         let removed = note(event::CONFIG_REMOVED, &restored, |n| {
             format!("removed the proxy settings from {n} workload(s)")
         });
-        let mut rotation_events = Vec::new();
-        let (status, decided, requeue) = match &self.verdict {
-            Verdict::Deleting => {
-                let events = removed.into_iter().collect();
-                let requeue = Requeue::AwaitChange;
-                return Report {
-                    status: None,
-                    events,
-                    requeue,
-                };
-            }
-            Verdict::Suspended => (self.previous.clone(), suspended(), Requeue::AwaitChange),
-            Verdict::NotAdmitted {
-                namespace,
-                admission,
-            } => {
-                let mut status = self.previous.clone();
-                status.workloads = Some(WorkloadCounts::default());
-                let ns_msg = not_admitted(namespace, admission, &restored);
-                let d = blocked(reason::NAMESPACE_NOT_ENABLED, ns_msg);
-                (status, d, Requeue::AwaitChange)
-            }
-            Verdict::Blocked {
-                blocker,
-                facts,
-                slots,
-            } => {
-                let mut status = self.previous.clone();
-                status.discovered = Some(facts.as_ref().clone());
-                if let Some(s) = slots {
-                    rotation_events = slots_status(&self.previous, s, &mut status, now);
-                }
-                (status, blocked_by(blocker), Requeue::Resync)
-            }
-            Verdict::Revoked { blocker, facts } => {
-                let mut status = self.previous.clone();
-                status.discovered = Some(facts.as_ref().clone());
-                status.active_credential = None;
-                status.workloads = Some(WorkloadCounts::default());
-                (status, revoked(blocker), Requeue::Resync)
-            }
-            Verdict::Applied(a) => {
-                let (mut status, decided, mut requeue) =
-                    applied_status(&self.previous, a, &applied, failed);
-                rotation_events = slots_status(&self.previous, &a.slots, &mut status, now);
-                // Pods stopping change nothing the operator watches: look again soon.
-                let phase = a.slots.decision.rotation.as_ref().map(|r| r.phase);
-                if matches!(
-                    phase,
-                    Some(RotationPhase::Draining | RotationPhase::Verifying)
-                ) {
-                    requeue = Requeue::Soon;
-                }
-                (status, decided, requeue)
-            }
+        let Some((status, decided, requeue, rotation_events)) =
+            self.outcome(&applied, &restored, failed, now)
+        else {
+            let events = removed.into_iter().collect();
+            let requeue = Requeue::AwaitChange;
+            return Report {
+                status: None,
+                events,
+                requeue,
+            };
         };
         let (status, flip) = self.finish(status, &decided, now);
         let mut events = Vec::new();
@@ -146,6 +101,57 @@ impl Plan {
             events,
             requeue,
         }
+    }
+
+    /// What the verdict gives: the status (before its conditions), the conditions, when to
+    /// look again, and the rotation's Events. `None` while the policy is being deleted.
+    fn outcome(
+        &self,
+        applied: &[String],
+        restored: &[String],
+        failed: &[(WorkloadId, String)],
+        now: &Time,
+    ) -> Option<(EgressProxyPolicyStatus, Vec<Decided>, Requeue, Vec<Note>)> {
+        let mut status = self.previous.clone();
+        let mut rotation_events = Vec::new();
+        let (decided, requeue) = match &self.verdict {
+            Verdict::Deleting => return None,
+            Verdict::Suspended => (suspended(), Requeue::AwaitChange),
+            Verdict::NotAdmitted {
+                namespace,
+                admission,
+            } => {
+                status.workloads = Some(WorkloadCounts::default());
+                let ns_msg = not_admitted(namespace, admission, restored);
+                let d = blocked(reason::NAMESPACE_NOT_ENABLED, ns_msg);
+                (d, Requeue::AwaitChange)
+            }
+            Verdict::Blocked {
+                blocker,
+                facts,
+                slots,
+            } => {
+                status.discovered = Some(facts.as_ref().clone());
+                if let Some(s) = slots {
+                    rotation_events = slots_status(&self.previous, s, &mut status, now);
+                }
+                (blocked_by(blocker), Requeue::Resync)
+            }
+            Verdict::Revoked { blocker, facts } => {
+                status.discovered = Some(facts.as_ref().clone());
+                status.active_credential = None;
+                status.workloads = Some(WorkloadCounts::default());
+                (revoked(blocker), Requeue::Resync)
+            }
+            Verdict::Applied(a) => {
+                let (applied_status, decided, requeue) =
+                    applied_status(&self.previous, a, applied, failed);
+                status = applied_status;
+                rotation_events = slots_status(&self.previous, &a.slots, &mut status, now);
+                (decided, requeue)
+            }
+        };
+        Some((status, decided, requeue, rotation_events))
     }
 
     /// The workloads whose injection (or release) succeeded.
@@ -258,7 +264,13 @@ fn applied_status(
             || a.mine
                 .iter()
                 .any(|m| !m.rollout.stuck() && (m.needs_write || m.rollout != Rollout::RolledOut)));
-    let requeue = if progressing {
+    // Pods stopping change nothing the operator watches: a draining rotation looks again soon.
+    let phase = a.slots.decision.rotation.as_ref().map(|r| r.phase);
+    let draining = matches!(
+        phase,
+        Some(RotationPhase::Draining | RotationPhase::Verifying)
+    );
+    let requeue = if progressing || draining {
         Requeue::Soon
     } else {
         Requeue::Resync
