@@ -68,6 +68,22 @@ fn status(d: &Decision) -> Option<RotationStatus> {
     })
 }
 
+/// A previous Manual rotation as status records it.
+fn previous(phase: RotationPhase, from: &str, to: &str, revocable: &[&str]) -> RotationStatus {
+    RotationStatus {
+        phase,
+        from: from.into(),
+        to: to.into(),
+        trigger: RotationTrigger::Manual,
+        started_at: None,
+        workloads: Default::default(),
+        pending: Vec::new(),
+        revocable: revocable.iter().map(|s| s.to_string()).collect(),
+        revocable_since: None,
+        message: None,
+    }
+}
+
 #[test]
 fn a_fresh_policy_rotates_nothing_and_keeps_its_active_slot() {
     let slots = [slot("blue", "f1"), slot("green", "g1")];
@@ -217,18 +233,7 @@ fn verification_gates_the_switch() {
 #[test]
 fn the_newest_target_wins_and_leaves_the_previous_one() {
     let slots = [slot("blue", "f1"), slot("green", "g1")];
-    let prev = RotationStatus {
-        phase: RotationPhase::Rolling,
-        from: "blue".into(),
-        to: "green".into(),
-        trigger: RotationTrigger::Manual,
-        started_at: None,
-        workloads: Default::default(),
-        pending: Vec::new(),
-        revocable: Vec::new(),
-        revocable_since: None,
-        message: None,
-    };
+    let prev = previous(RotationPhase::Rolling, "blue", "green", &[]);
     let ws = [
         on("Deployment/a", "green", false, Progress::RolledOut),
         on("Deployment/b", "blue", true, Progress::RolledOut),
@@ -484,18 +489,7 @@ fn reverting_a_blocked_rotation_declares_nothing_revocable() {
     let slots = [slot("blue", "f1"), broken("green")];
     let ws = [on("Deployment/a", "blue", true, Progress::RolledOut)];
     let none = BTreeMap::new();
-    let blocked = RotationStatus {
-        phase: RotationPhase::Blocked,
-        from: "blue".into(),
-        to: "green".into(),
-        trigger: RotationTrigger::Manual,
-        started_at: None,
-        workloads: Default::default(),
-        pending: Vec::new(),
-        revocable: Vec::new(),
-        revocable_since: None,
-        message: None,
-    };
+    let blocked = previous(RotationPhase::Blocked, "blue", "green", &[]);
     let mut i = input(RotationMode::Manual, "blue", &slots, &ws, &none);
     i.previous_active = Some("blue");
     i.previous = Some(&blocked);
@@ -510,18 +504,7 @@ fn reverting_a_blocked_rotation_declares_nothing_revocable() {
 #[test]
 fn a_complete_rotation_stays_complete_when_the_configuration_changes_later() {
     let slots = [slot("blue", "f1"), slot("green", "g1")];
-    let done = RotationStatus {
-        phase: RotationPhase::Complete,
-        from: "blue".into(),
-        to: "green".into(),
-        trigger: RotationTrigger::Manual,
-        started_at: None,
-        workloads: Default::default(),
-        pending: Vec::new(),
-        revocable: vec!["blue".into()],
-        revocable_since: None,
-        message: None,
-    };
+    let done = previous(RotationPhase::Complete, "blue", "green", &["blue"]);
     // A new NO_PROXY: the workloads roll again, on green.
     let ws = [on("Deployment/a", "green", false, Progress::Rolling)];
     let none = BTreeMap::new();
