@@ -6,6 +6,7 @@ pub mod cli;
 pub mod controller;
 pub(crate) mod credentials;
 pub(crate) mod discovery;
+pub mod leader;
 pub mod noproxy;
 pub mod rotation;
 pub(crate) mod workloads;
