@@ -1,12 +1,15 @@
 //! egress-proxy-operator: computes NO_PROXY from the live cluster, writes it in the dialect each
 //! HTTP client understands, and wires proxy credentials into selected workloads.
 
+pub mod admin;
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub(crate) mod credentials;
 pub(crate) mod discovery;
 pub mod leader;
+pub mod metrics;
 pub mod noproxy;
 pub mod rotation;
 pub(crate) mod workloads;

@@ -1,0 +1,393 @@
+//! The operator's metrics, served in OpenMetrics text by the admin endpoint. Every label has
+//! a bounded set of values: categories, API resources and verbs, workload states, and per
+//! policy (never per workload).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::api::{EgressProxyPolicy, EgressProxyPolicyStatus, RotationPhase};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    /// `success`, `error`, or `standby` (left to the leader).
+    result: &'static str,
+    /// The error category (`conflict`, `forbidden`, ...); empty on success.
+    category: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Write {
+    /// The API resource, `plural` or `plural/subresource`.
+    pub resource: String,
+    /// `create`, `update`, `patch`, `delete` or `deletecollection`.
+    pub verb: &'static str,
+    /// `2xx`, `4xx`, `5xx`, or `refused` (not sent: this instance is not the leader) or
+    /// `failed` (no answer).
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Kind {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct State {
+    /// `selected`, `up_to_date` or `pending`.
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyKey {
+    namespace: String,
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyValue {
+    namespace: String,
+    policy: String,
+    value: String,
+}
+
+/// What one policy's status contributes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Figures {
+    selected: i64,
+    up_to_date: i64,
+    ready: bool,
+    phase: String,
+    slot: String,
+}
+
+/// Every metric of the process.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<Outcome, Counter>,
+    reconcile_duration: Histogram,
+    writes: Family<Write, Counter>,
+    watch_restarts: Family<Kind, Counter>,
+    leader: Gauge,
+    workloads: Family<State, Gauge>,
+    ready: Family<PolicyKey, Gauge>,
+    phase: Family<PolicyValue, Gauge>,
+    slot: Family<PolicyValue, Gauge>,
+    policies: Mutex<BTreeMap<(String, String), Figures>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("egress_proxy");
+        let m = Metrics {
+            reconciles: Family::default(),
+            reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            writes: Family::default(),
+            watch_restarts: Family::default(),
+            leader: Gauge::default(),
+            workloads: Family::default(),
+            ready: Family::default(),
+            phase: Family::default(),
+            slot: Family::default(),
+            policies: Mutex::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "reconciles",
+            "Reconciles of policies, by result and error category",
+            m.reconciles.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile took",
+            m.reconcile_duration.clone(),
+        );
+        r.register(
+            "api_writes",
+            "Write requests to the API server, by resource, verb and outcome",
+            m.writes.clone(),
+        );
+        r.register(
+            "watch_restarts",
+            "Watches that failed and were re-established, by kind",
+            m.watch_restarts.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this instance leads (may write), else 0",
+            m.leader.clone(),
+        );
+        r.register(
+            "workloads",
+            "Workloads selected by all policies, up to date, and pending",
+            m.workloads.clone(),
+        );
+        r.register(
+            "policy_ready",
+            "1 when the policy's Ready condition is True",
+            m.ready.clone(),
+        );
+        r.register(
+            "policy_rotation_phase",
+            "1 for the phase of the policy's last rotation (value None: never rotated)",
+            m.phase.clone(),
+        );
+        r.register(
+            "policy_active_slot",
+            "1 for the credential slot the policy's workloads are switched to",
+            m.slot.clone(),
+        );
+        for state in ["selected", "up_to_date", "pending"] {
+            m.workloads.get_or_create(&State { state }).set(0);
+        }
+        Metrics { registry, ..m }
+    }
+
+    /// One reconcile finished: `category` is `None` on success.
+    pub(crate) fn reconciled(&self, took: Duration, category: Option<&'static str>) {
+        let (result, category) = match category {
+            None => ("success", ""),
+            Some(c) => ("error", c),
+        };
+        self.reconciles
+            .get_or_create(&Outcome { result, category })
+            .inc();
+        self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    /// A standby looked at a policy and left it to the leader.
+    pub(crate) fn standby(&self) {
+        let o = Outcome {
+            result: "standby",
+            category: "",
+        };
+        self.reconciles.get_or_create(&o).inc();
+    }
+
+    pub(crate) fn wrote(&self, write: &Write) {
+        self.writes.get_or_create(write).inc();
+    }
+
+    pub(crate) fn watch_restarted(&self, kind: &str) {
+        self.watch_restarts
+            .get_or_create(&Kind {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The policy cache applied `policy` (or deleted it, `None`): its status's figures.
+    pub(crate) fn saw_policy(&self, ns: &str, name: &str, policy: Option<&EgressProxyPolicy>) {
+        let key = (ns.to_owned(), name.to_owned());
+        let figures = policy.map(|p| figures(p.status.as_ref()));
+        let mut all = self.policies.lock().unwrap_or_else(|p| p.into_inner());
+        let before = match &figures {
+            Some(f) => all.insert(key, f.clone()),
+            None => all.remove(&key),
+        };
+        if before == figures {
+            return;
+        }
+        let pk = PolicyKey {
+            namespace: ns.to_owned(),
+            policy: name.to_owned(),
+        };
+        let value = |value: &str| PolicyValue {
+            namespace: ns.to_owned(),
+            policy: name.to_owned(),
+            value: value.to_owned(),
+        };
+        if let Some(b) = &before {
+            self.phase.remove(&value(&b.phase));
+            self.slot.remove(&value(&b.slot));
+        }
+        match &figures {
+            Some(f) => {
+                self.ready.get_or_create(&pk).set(i64::from(f.ready));
+                self.phase.get_or_create(&value(&f.phase)).set(1);
+                self.slot.get_or_create(&value(&f.slot)).set(1);
+            }
+            None => {
+                self.ready.remove(&pk);
+            }
+        }
+        let (selected, up) = all
+            .values()
+            .fold((0, 0), |(s, u), f| (s + f.selected, u + f.up_to_date));
+        self.workloads
+            .get_or_create(&State { state: "selected" })
+            .set(selected);
+        self.workloads
+            .get_or_create(&State {
+                state: "up_to_date",
+            })
+            .set(up);
+        self.workloads
+            .get_or_create(&State { state: "pending" })
+            .set(selected - up);
+    }
+
+    /// The metrics in OpenMetrics text.
+    pub fn encode(&self, leader: bool) -> String {
+        self.leader.set(i64::from(leader));
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+fn figures(status: Option<&EgressProxyPolicyStatus>) -> Figures {
+    let Some(s) = status else {
+        return Figures {
+            phase: "None".into(),
+            ..Default::default()
+        };
+    };
+    let counts = s.workloads.as_ref();
+    let ready = s
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::api::reasons::READY && c.status == "True");
+    let phase = s
+        .rotation
+        .as_ref()
+        .map(|r| phase_name(r.phase))
+        .unwrap_or("None");
+    Figures {
+        selected: counts.map_or(0, |c| i64::from(c.selected)),
+        up_to_date: counts.map_or(0, |c| i64::from(c.up_to_date)),
+        ready,
+        phase: phase.into(),
+        slot: s.active_credential.clone().unwrap_or_default(),
+    }
+}
+
+fn phase_name(p: RotationPhase) -> &'static str {
+    match p {
+        RotationPhase::Verifying => "Verifying",
+        RotationPhase::Rolling => "Rolling",
+        RotationPhase::Draining => "Draining",
+        RotationPhase::Complete => "Complete",
+        RotationPhase::Blocked => "Blocked",
+        RotationPhase::Stalled => "Stalled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(
+        ready: &str,
+        selected: i32,
+        up: i32,
+        phase: Option<&str>,
+        slot: &str,
+    ) -> EgressProxyPolicy {
+        let mut status = serde_json::json!({
+            "conditions": [{"type": "Ready", "status": ready, "reason": "X", "message": "",
+                "lastTransitionTime": "2026-12-03T10:00:00Z"}],
+            "workloads": {"selected": selected, "upToDate": up},
+            "activeCredential": slot,
+        });
+        if let Some(p) = phase {
+            status["rotation"] = serde_json::json!({"phase": p, "from": "a", "to": "b",
+                "trigger": "Manual", "workloads": {"total": 0, "switched": 0, "rolledOut": 0}});
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "egressproxy.io/v1alpha1", "kind": "EgressProxyPolicy",
+            "metadata": {"name": "p", "namespace": "n"},
+            "spec": {"workloadSelector": {}, "proxy": {"credentials": [], "active": ""}},
+            "status": status,
+        }))
+        .expect("policy")
+    }
+
+    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
+        let text = m.encode(false);
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn policy_figures_follow_the_cache_and_go_with_the_policy() {
+        let m = Metrics::new();
+        m.saw_policy(
+            "n",
+            "p",
+            Some(&policy("False", 5, 2, Some("Rolling"), "blue")),
+        );
+        m.saw_policy("n", "q", Some(&policy("True", 3, 3, None, "main")));
+        let mut w = lines(&m, "egress_proxy_workloads");
+        w.sort();
+        assert_eq!(
+            w,
+            [
+                "egress_proxy_workloads{state=\"pending\"} 3",
+                "egress_proxy_workloads{state=\"selected\"} 8",
+                "egress_proxy_workloads{state=\"up_to_date\"} 5",
+            ]
+        );
+        // The phase moves: the old series goes, the new one is there once.
+        m.saw_policy(
+            "n",
+            "p",
+            Some(&policy("True", 5, 5, Some("Complete"), "green")),
+        );
+        let phases = lines(&m, "egress_proxy_policy_rotation_phase");
+        assert_eq!(phases.len(), 2, "{phases:?}");
+        assert!(
+            phases
+                .iter()
+                .any(|l| l.contains("policy=\"p\"") && l.contains("value=\"Complete\""))
+        );
+        assert!(
+            phases
+                .iter()
+                .any(|l| l.contains("policy=\"q\"") && l.contains("value=\"None\""))
+        );
+        let slots = lines(&m, "egress_proxy_policy_active_slot");
+        assert!(
+            slots
+                .iter()
+                .any(|l| l.contains("policy=\"p\"") && l.contains("value=\"green\""))
+        );
+        assert!(!slots.iter().any(|l| l.contains("value=\"blue\"")));
+        // Deleted: its series go, the totals drop.
+        m.saw_policy("n", "p", None);
+        assert!(!m.encode(false).contains("policy=\"p\""));
+        assert!(
+            lines(&m, "egress_proxy_workloads")
+                .contains(&"egress_proxy_workloads{state=\"selected\"} 3".to_owned())
+        );
+        m.reconciled(Duration::from_millis(20), Some("conflict"));
+        m.reconciled(Duration::from_millis(20), None);
+        let r = lines(&m, "egress_proxy_reconciles_total");
+        assert!(
+            r.contains(
+                &"egress_proxy_reconciles_total{result=\"error\",category=\"conflict\"} 1"
+                    .to_owned()
+            ),
+            "{r:?}"
+        );
+        assert!(m.encode(true).contains("egress_proxy_leader 1"));
+    }
+}
