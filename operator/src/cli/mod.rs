@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator against a cluster (kubeconfig or in-cluster config).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Run the operator against an in-memory cluster with example policies, print what it
     /// discovered and changed, and serve until Ctrl-C (explore it with kubectl).
     Demo(demo::DemoArgs),

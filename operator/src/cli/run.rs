@@ -2,12 +2,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use crate::admin::{Admin, Readiness};
 use crate::controller::{self, Settings};
 use crate::discovery::Overrides;
+use crate::leader::elector::Elector;
+use crate::leader::{Leadership, Timing};
+use crate::metrics::Metrics;
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +53,52 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub source_recheck: u64,
     #[command(flatten)]
+    pub election: ElectionArgs,
+    /// Serve /healthz, /readyz and /metrics (OpenMetrics) on this address, e.g. 0.0.0.0:8080.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_addr: Option<std::net::SocketAddr>,
+    #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// Leader election flags.
+#[derive(Debug, clap::Args)]
+pub struct ElectionArgs {
+    /// Run as one of several replicas: only the holder of a Lease writes; the others keep
+    /// their caches warm and take over when it stops renewing.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Name of the Lease.
+    #[arg(long, default_value = "egress-proxy-operator")]
+    pub lease_name: String,
+    /// Namespace of the Lease. Default: $POD_NAMESPACE, then the kubeconfig's or the Pod's
+    /// namespace.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Seconds a standby waits after the Lease last changed before taking it over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Seconds the leader keeps writing without a successful renewal.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub renew_deadline: u64,
+    /// Seconds between renewals (and between a standby's looks at the Lease).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2)]
+    pub retry_period: u64,
+}
+
+impl ElectionArgs {
+    /// The checked timing.
+    pub fn timing(&self) -> anyhow::Result<Timing> {
+        let s = std::time::Duration::from_secs;
+        let t = Timing {
+            lease_duration: s(self.lease_duration),
+            renew_deadline: s(self.renew_deadline),
+            retry_period: s(self.retry_period),
+        };
+        t.check()
+            .map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
+        Ok(t)
+    }
 }
 
 /// Logging flags.
@@ -124,32 +174,45 @@ pub fn overrides(args: &RunArgs) -> anyhow::Result<Overrides> {
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     init_logs(&args.log)?;
     let overrides = overrides(args)?;
+    let timing = args.election.timing()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let opts = KubeConfigOptions {
-            context: args.context.clone(),
-            ..Default::default()
-        };
-        let config = match (&args.kubeconfig, &args.context) {
-            (Some(path), _) => {
-                let kc = Kubeconfig::read_from(path)
-                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(kc, &opts).await?
-            }
-            // A context only makes sense in a kubeconfig: $KUBECONFIG or ~/.kube/config.
-            (None, Some(_)) => kube::Config::from_kubeconfig(&opts)
-                .await
-                .context("reading the kubeconfig for --context")?,
-            (None, None) => kube::Config::infer()
-                .await
-                .context("no kubeconfig and not in a cluster")?,
-        };
+        let config = client_config(args).await?;
         let api_host = config.cluster_url.host().map(|h| h.trim_matches(['[', ']']).to_owned());
         let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
         let resolv_conf = if in_cluster { std::fs::read_to_string("/etc/resolv.conf").ok() } else { None };
-        let client = kube::Client::try_from(config)?;
+        let elect = args.election.leader_elect;
+        let leadership = if elect { Leadership::elected() } else { Leadership::always() };
+        let metrics = Arc::new(Metrics::new());
+        let readiness = Arc::new(Readiness::default());
+        let gate = elect.then(|| leadership.clone());
+        let client = crate::client::build(config.clone(), metrics.clone(), gate)?;
+        if let Some(addr) = args.admin_addr {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--admin-addr {addr}"))?;
+            tracing::info!(%addr, "admin endpoint: /healthz /readyz /metrics");
+            let admin = Admin { metrics: metrics.clone(), leadership: leadership.clone(), readiness: readiness.clone() };
+            tokio::spawn(admin.serve(listener, std::future::pending()));
+        }
+        let (stop_elector, elector) = if elect {
+            let lease_client = crate::client::build(config.clone(), metrics.clone(), None)?;
+            let ns = args.election.lease_namespace.clone().unwrap_or(config.default_namespace.clone());
+            let elector = Elector {
+                api: kube::Api::namespaced(lease_client, &ns),
+                name: args.election.lease_name.clone(),
+                me: identity(&args.instance)?,
+                timing,
+                leadership: leadership.clone(),
+            };
+            tracing::info!(lease = %format!("{ns}/{}", elector.name), identity = %elector.me, "leader election: standing");
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            (Some(tx), Some(tokio::spawn(elector.run(async { let _ = rx.await; }))))
+        } else {
+            (None, None)
+        };
         let settings = Settings {
             namespace_selector: args.namespace_selector.clone(),
             namespaces: args.namespaces.clone(),
@@ -159,13 +222,55 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             instance: args.instance.clone(),
             workers: args.workers.max(1),
             source_recheck: std::time::Duration::from_secs(args.source_recheck.max(1)),
+            leadership,
+            metrics,
+            readiness,
             ..Settings::default()
         };
         tracing::info!(selector = %settings.namespace_selector, namespaces = ?settings.namespaces, "starting");
-        controller::run(client, settings, shutdown_signal()).await?;
+        let result = controller::run(client, settings, shutdown_signal()).await;
+        // Only once nothing reconciles any more: release the Lease so a standby takes over.
+        drop(stop_elector);
+        if let Some(e) = elector {
+            let _ = e.await;
+        }
+        result?;
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The client configuration: `--kubeconfig`, `--context`, or inferred.
+async fn client_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
+    let opts = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    Ok(match (&args.kubeconfig, &args.context) {
+        (Some(path), _) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts).await?
+        }
+        // A context only makes sense in a kubeconfig: $KUBECONFIG or ~/.kube/config.
+        (None, Some(_)) => kube::Config::from_kubeconfig(&opts)
+            .await
+            .context("reading the kubeconfig for --context")?,
+        (None, None) => kube::Config::infer()
+            .await
+            .context("no kubeconfig and not in a cluster")?,
+    })
+}
+
+/// The election identity: the instance name and a random suffix, unique per process (a
+/// restarted Pod of the same name must not inherit its predecessor's term).
+fn identity(instance: &str) -> anyhow::Result<String> {
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut b = [0u8; 4];
+    SystemRandom::new()
+        .fill(&mut b)
+        .map_err(|_| anyhow::anyhow!("no random source for the election identity"))?;
+    Ok(format!("{instance}_{:08x}", u32::from_be_bytes(b)))
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -79,6 +79,18 @@ impl Error {
         }
     }
 
+    /// A write was held back because this instance stopped leading.
+    pub fn not_leader(&self) -> bool {
+        match self {
+            Error::Kube { source, .. } => crate::client::is_not_leader(source),
+            Error::Workloads(failed) => {
+                let refused = crate::client::NotLeader.to_string();
+                failed.iter().any(|(_, why)| why.contains(&refused))
+            }
+            _ => false,
+        }
+    }
+
     pub fn category(&self) -> Category {
         match self {
             Error::Kube { source, .. } => category_of(source),

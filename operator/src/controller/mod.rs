@@ -31,8 +31,11 @@ pub use crate::discovery::Overrides;
 pub use errors::{Category, Error, describe, describe_watch};
 pub use watches::Ctx;
 
+use crate::admin::Readiness;
 use crate::api::EgressProxyPolicy;
 use crate::discovery::ClusterInputs;
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
 use objects::strip;
 use recent::{Recent, Seen};
 
@@ -76,6 +79,12 @@ pub struct Settings {
     /// deleting the owner's Role ends no watch; the next one is refused, and the credential
     /// is revoked then.
     pub source_recheck: Duration,
+    /// Whether this instance may write (leader election); reconciles of a standby only keep
+    /// its caches warm.
+    pub leadership: Leadership,
+    pub metrics: Arc<Metrics>,
+    /// Set once every controller's caches have synced (`/readyz`).
+    pub readiness: Arc<Readiness>,
 }
 
 impl Default for Settings {
@@ -91,6 +100,9 @@ impl Default for Settings {
             resync: Duration::from_secs(600),
             discovery_wait: Duration::from_secs(15),
             source_recheck: Duration::from_secs(60),
+            leadership: Leadership::always(),
+            metrics: Arc::default(),
+            readiness: Arc::default(),
         }
     }
 }
@@ -123,10 +135,11 @@ pub async fn run(
     } else {
         settings.namespaces.iter().cloned().map(Some).collect()
     };
+    settings.readiness.expect(scopes.len());
     let mut tasks = JoinSet::new();
     let (changed, changes): (Vec<_>, Vec<_>) =
         scopes.iter().map(|_| mpsc::unbounded::<()>()).unzip();
-    let discovery = watches::discovery(&mut tasks, &client, &changed);
+    let discovery = watches::discovery(&mut tasks, &settings.metrics, &client, &changed);
     drop(changed);
     let parts: Vec<Parts> = scopes.into_iter().zip(changes).map(Parts::new).collect();
     // A source Secret in one listed namespace may serve policies of another.
@@ -141,6 +154,7 @@ pub async fn run(
         recent.clone(),
         routes,
         settings.source_recheck,
+        settings.metrics.clone(),
     ));
     let shared = Scope {
         client: &client,
@@ -245,6 +259,7 @@ impl Scope<'_> {
             trigger: &trigger,
             recent: self.recent,
             policies: &policies,
+            metrics: &self.settings.metrics,
         };
         let deployments = w.workloads::<Deployment>();
         let statefulsets = w.workloads::<StatefulSet>();
@@ -276,6 +291,7 @@ impl Scope<'_> {
             None => Api::all(self.client.clone()),
         };
         let (recent, tenancy) = (self.recent.clone(), self.tenancy.clone());
+        let metrics = self.settings.metrics.clone();
         let mut relist = watches::Relist::default();
         let policy_stream = watcher(api, watcher::Config::default().any_semantic())
             .modify(strip)
@@ -283,7 +299,7 @@ impl Scope<'_> {
             .reflect(policy_writer)
             .inspect(move |e| {
                 if let Ok(e) = e {
-                    saw_policy(&recent, &mut relist, e);
+                    saw_policy(&recent, &metrics, &mut relist, e);
                     if matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
                         tenancy.sweep();
                     }
@@ -307,11 +323,13 @@ async fn drive(
         _ = ctx.wait_ready() => {}
         _ = stop.clone() => return,
     }
+    ctx.settings.readiness.synced();
     let facts = facts_changed(ctx.clone(), changes);
+    let everything = futures::stream::select(facts, became_leader(&ctx.settings.leadership));
     Controller::for_stream(policy_stream, ctx.policies.clone())
         .with_config(ControllerConfig::default().concurrency(ctx.settings.workers))
         .reconcile_on(triggers)
-        .reconcile_all_on(facts)
+        .reconcile_all_on(everything)
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|res| async move {
@@ -326,6 +344,7 @@ async fn drive(
 /// Tells [`Recent`] what the policy cache applied.
 fn saw_policy(
     recent: &Recent,
+    metrics: &Metrics,
     relist: &mut watches::Relist,
     e: &watcher::Event<EgressProxyPolicy>,
 ) {
@@ -340,7 +359,24 @@ fn saw_policy(
         watcher::Event::Delete(p) => (p, Seen::Deleted),
         watcher::Event::Init | watcher::Event::InitDone => return,
     };
-    recent.saw_policy(&(p.namespace().unwrap_or_default(), p.name_any()), seen);
+    let key = (p.namespace().unwrap_or_default(), p.name_any());
+    let kept = matches!(seen, Seen::Applied(_)).then_some(p);
+    metrics.saw_policy(&key.0, &key.1, kept);
+    recent.saw_policy(&key, seen);
+}
+
+/// Emits each time this instance becomes the leader: a new leader looks at every policy,
+/// since a standby's reconciles only kept its caches warm.
+fn became_leader(leadership: &Leadership) -> impl Stream<Item = ()> + Send + use<> {
+    let flips = leadership.subscribe();
+    futures::stream::unfold(flips, |mut flips| async move {
+        loop {
+            flips.changed().await.ok()?;
+            if *flips.borrow_and_update() {
+                return Some(((), flips));
+            }
+        }
+    })
 }
 
 /// Emits when the discovered cluster facts change (not on every Node heartbeat).

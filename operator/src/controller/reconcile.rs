@@ -58,6 +58,12 @@ pub(super) async fn reconcile(
     ctx: Arc<Ctx>,
 ) -> Result<Action, Error> {
     let ns = policy.namespace().unwrap_or_default();
+    if !ctx.settings.leadership.is_leader() {
+        warm(&policy, &ctx, &ns);
+        ctx.settings.metrics.standby();
+        return Ok(Action::await_change());
+    }
+    let started = std::time::Instant::now();
     let key = (ns.clone(), policy.name_any());
     let ex = Executor {
         caches: ctx.tenancy.managed(&ns),
@@ -68,12 +74,24 @@ pub(super) async fn reconcile(
         ns,
     };
     let result = ex.run().await;
+    let category = result.as_ref().err().map(|e| e.category().as_str());
+    ctx.settings.metrics.reconciled(started.elapsed(), category);
     if result.is_ok()
         && let Ok(mut f) = ctx.failures.lock()
     {
         f.remove(&key);
     }
     result
+}
+
+/// A standby starts the caches a reconcile of `policy` reads, so that it can take over
+/// without waiting for them.
+fn warm(policy: &EgressProxyPolicy, ctx: &Ctx, ns: &str) {
+    ctx.tenancy.managed(ns);
+    for slot in &policy.spec.proxy.credentials {
+        let sns = slot.secret_ref.namespace.as_deref().unwrap_or(ns);
+        ctx.tenancy.watch_source(sns, &slot.secret_ref.name);
+    }
 }
 
 /// Per-policy exponential backoff (0.5 s doubling to 2 min). kube-runtime's controller has no
@@ -92,6 +110,11 @@ pub(super) fn error_policy(policy: Arc<EgressProxyPolicy>, err: &Error, ctx: Arc
     let delay =
         Duration::from_millis(500u64.saturating_mul(1 << n.min(8))).min(Duration::from_secs(120));
     let (ns, name) = (policy.namespace().unwrap_or_default(), policy.name_any());
+    if err.not_leader() {
+        // Leadership ended mid-reconcile; a new term reconciles everything again.
+        tracing::debug!(namespace = %ns, policy = %name, "reconcile stopped: no longer leading");
+        return Action::await_change();
+    }
     let category = err.category();
     // A conflict means the cache was behind; the retry reads the newer object.
     if category == Category::Conflict {

@@ -28,6 +28,7 @@ use super::recent::Recent;
 use super::watches::{
     self, Relist, Route, cache_with, key_of, policies_using, policy_of, seen, touched, wake,
 };
+use crate::metrics::Metrics;
 
 /// `(namespace, name)` of a source Secret.
 type Key = (String, String);
@@ -98,6 +99,7 @@ pub(crate) struct Tenancy {
     namespaces: Mutex<HashMap<String, (Managed, [AbortHandle; 2])>>,
     sources: Mutex<HashMap<Key, AbortHandle>>,
     tasks: Mutex<JoinSet<()>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Tenancy {
@@ -106,6 +108,7 @@ impl Tenancy {
         recent: Arc<Recent>,
         routes: Vec<Route>,
         source_recheck: Duration,
+        metrics: Arc<Metrics>,
     ) -> Tenancy {
         Tenancy {
             client,
@@ -115,6 +118,7 @@ impl Tenancy {
             namespaces: Default::default(),
             sources: Default::default(),
             tasks: Default::default(),
+            metrics,
         }
     }
 
@@ -175,7 +179,7 @@ impl Tenancy {
                 wake_namespace(&routes, &ns);
             }
         };
-        cache_with(tasks, events, strip, on_event, on_error)
+        cache_with((tasks, &self.metrics), events, strip, on_event, on_error)
     }
 
     /// Watches the source Secret `ns/name` (metadata only, by name) unless it already is:
@@ -211,7 +215,13 @@ impl Tenancy {
             }
         };
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        let (_, handle) = cache_with(&mut tasks, events, strip, on_event, on_error);
+        let (_, handle) = cache_with(
+            (&mut tasks, &self.metrics),
+            events,
+            strip,
+            on_event,
+            on_error,
+        );
         sources.insert(key, handle);
     }
 

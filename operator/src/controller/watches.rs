@@ -32,6 +32,7 @@ use super::{Settings, errors};
 use crate::api::EgressProxyPolicy;
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
 use crate::discovery::ClusterInputs;
+use crate::metrics::Metrics;
 
 /// Sends a policy to the controller's queue.
 pub(super) type Trigger = mpsc::UnboundedSender<ObjectRef<EgressProxyPolicy>>;
@@ -126,6 +127,7 @@ fn config() -> watcher::Config {
 /// applied it.
 fn cache<K>(
     tasks: &mut JoinSet<()>,
+    metrics: &Arc<Metrics>,
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     modify: fn(&mut K),
     on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
@@ -137,13 +139,13 @@ where
         let error = errors::describe_watch(e);
         tracing::warn!(kind = %kind, %error, "watch failed; retrying");
     };
-    cache_with(tasks, events, modify, on_event, on_error).0
+    cache_with((tasks, metrics), events, modify, on_event, on_error).0
 }
 
 /// [`cache`] with a handler for watch errors (before the retry); also returns the task's
-/// abort handle.
+/// abort handle. Every watch error is counted as a restart.
 pub(super) fn cache_with<K>(
-    tasks: &mut JoinSet<()>,
+    (tasks, metrics): (&mut JoinSet<()>, &Arc<Metrics>),
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     modify: fn(&mut K),
     mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
@@ -155,12 +157,16 @@ where
     let (store, writer) = reflector::store::<K>();
     let kind = K::kind(&()).to_string();
     let stream = events.modify(modify).default_backoff().reflect(writer);
+    let metrics = metrics.clone();
     let handle = tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(e) => on_event(&e),
-                Err(e) => on_error(&kind, &e),
+                Err(e) => {
+                    metrics.watch_restarted(&kind);
+                    on_error(&kind, &e)
+                }
             }
         }
     });
@@ -226,6 +232,7 @@ pub(super) struct Wiring<'a> {
     pub trigger: &'a Trigger,
     pub recent: &'a Arc<Recent>,
     pub policies: &'a Store<EgressProxyPolicy>,
+    pub metrics: &'a Arc<Metrics>,
 }
 
 impl Wiring<'_> {
@@ -247,17 +254,23 @@ impl Wiring<'_> {
         );
         let events = watcher(scoped::<K>(self.client, self.scope), config());
         let mut relist = Relist::default();
-        cache(self.tasks, events, objects::strip_workload, move |e| {
-            if let Some(since) = relist.done(e) {
-                recent.relisted_workloads(K::KIND, since);
-            }
-            if let Some((o, deleted)) = touched(e) {
-                if let Some(v) = o.view() {
-                    recent.saw_workload(&v.id, seen(o, deleted));
+        cache(
+            self.tasks,
+            self.metrics,
+            events,
+            objects::strip_workload,
+            move |e| {
+                if let Some(since) = relist.done(e) {
+                    recent.relisted_workloads(K::KIND, since);
                 }
-                wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
-            }
-        })
+                if let Some((o, deleted)) = touched(e) {
+                    if let Some(v) = o.view() {
+                        recent.saw_workload(&v.id, seen(o, deleted));
+                    }
+                    wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
+                }
+            },
+        )
     }
 
     /// The admitted Namespaces (label-selected); entering or leaving wakes their policies.
@@ -265,7 +278,7 @@ impl Wiring<'_> {
         let (p, t) = (self.policies.clone(), self.trigger.clone());
         let api = Api::<PartialObjectMeta<Namespace>>::all(self.client.clone());
         let events = watcher(api, config().labels(selector));
-        cache(self.tasks, events, strip, move |e| {
+        cache(self.tasks, self.metrics, events, strip, move |e| {
             if let Some((n, _)) = touched(e) {
                 wake(&t, policies_in(&p, &n.name_any()));
             }
@@ -277,6 +290,7 @@ impl Wiring<'_> {
 /// controller), which compares the facts before waking anything.
 pub(super) fn discovery(
     tasks: &mut JoinSet<()>,
+    metrics: &Arc<Metrics>,
     client: &Client,
     changed: &[mpsc::UnboundedSender<()>],
 ) -> Discovery {
@@ -288,19 +302,28 @@ pub(super) fn discovery(
     Discovery {
         nodes: cache(
             tasks,
+            metrics,
             watcher(Api::<Node>::all(c.clone()), config()),
             objects::strip_node,
             ping(changed),
         ),
         services: cache(
             tasks,
+            metrics,
             watcher(kubernetes, by_name("kubernetes")),
             strip,
             ping(changed),
         ),
-        slices: cache(tasks, watcher(slices, slice_config), strip, ping(changed)),
+        slices: cache(
+            tasks,
+            metrics,
+            watcher(slices, slice_config),
+            strip,
+            ping(changed),
+        ),
         service_cidrs: cache(
             tasks,
+            metrics,
             watcher(Api::<ServiceCIDR>::all(c), config()),
             strip,
             ping(changed),
@@ -309,7 +332,7 @@ pub(super) fn discovery(
             .iter()
             .map(|n| {
                 let events = watcher(kube_system.clone(), by_name(n));
-                cache(tasks, events, strip, ping(changed))
+                cache(tasks, metrics, events, strip, ping(changed))
             })
             .collect(),
     }
