@@ -223,6 +223,9 @@ fn attempts() -> Vec<(
     let scale = json!({"spec": {"replicas": 0}});
     let policy_spec = json!({"spec": {"suspend": true}});
     let label = json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}});
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "egress-proxy-operator"},
+        "spec": {"holderIdentity": "thief", "leaseDurationSeconds": 3600}});
     vec![
         (
             "read a Secret in kube-system",
@@ -441,6 +444,27 @@ fn attempts() -> Vec<(
             Some(proxy_env),
             true,
         ),
+        (
+            "create the leader-election Lease in the operator's namespace",
+            "POST",
+            "/apis/coordination.k8s.io/v1/namespaces/egress-proxy-system/leases",
+            Some(lease.clone()),
+            true,
+        ),
+        (
+            "hold the operator's Lease, so that its replicas stand by",
+            "PUT",
+            "/apis/coordination.k8s.io/v1/namespaces/egress-proxy-system/leases/egress-proxy-operator",
+            Some(lease.clone()),
+            true,
+        ),
+        (
+            "take another component's Lease (kube-system)",
+            "PUT",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager",
+            Some(lease),
+            false,
+        ),
     ]
 }
 
@@ -507,6 +531,10 @@ impl Running {
         let child = Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
             .args([
                 "run",
+                // Under the shipped Lease Role, as the chart runs it.
+                "--leader-elect",
+                "--lease-namespace",
+                "egress-proxy-system",
                 "--source-recheck",
                 "1",
                 "--log-level",
