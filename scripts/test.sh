@@ -6,6 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 started=$SECONDS
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxy-operator"
+# The Prometheus project's OpenMetrics parser, which operator/tests/leader.rs checks /metrics with.
+venv="$cache/venv-tests"
+if ! "$venv/bin/python" -c 'import prometheus_client' 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet prometheus-client==0.21.1
+fi
+export EPO_PYTHON="$venv/bin/python"
 cargo test --workspace --locked
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator
