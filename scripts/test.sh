@@ -14,6 +14,8 @@ if ! "$venv/bin/python" -c 'import prometheus_client' 2>/dev/null; then
     "$venv/bin/pip" install --quiet prometheus-client==0.21.1
 fi
 export EPO_PYTHON="$venv/bin/python"
+# Lua 5.1, the language of Argo CD's health checks (tests/argocd_health.rs).
+command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq lua5.1 >/dev/null; }
 cargo test --workspace --locked
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator
