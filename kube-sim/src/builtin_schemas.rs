@@ -9,7 +9,7 @@ use k8s_openapi::api::{
     admissionregistration::v1 as admission, apps::v1 as apps, authorization::v1 as authz,
     batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
     discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
-    rbac::v1 as rbac,
+    policy::v1 as policy, rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::JsonSchema;
@@ -74,6 +74,14 @@ fn all() -> HashMap<Key, KindSchema> {
         (
             ("networking.k8s.io", "v1", "ServiceCIDR"),
             generate::<networking::ServiceCIDR>(),
+        ),
+        (
+            ("networking.k8s.io", "v1", "NetworkPolicy"),
+            generate::<networking::NetworkPolicy>(),
+        ),
+        (
+            ("policy", "v1", "PodDisruptionBudget"),
+            generate::<policy::PodDisruptionBudget>(),
         ),
         (
             (

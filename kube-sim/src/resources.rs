@@ -228,6 +228,8 @@ const BUILTINS: &[B] = &[
     B { group: "events.k8s.io", version: "v1", plural: "events", kind: "Event", namespaced: true, short: &["ev"], status: false, scale: false },
     B { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true, short: &[], status: false, scale: false },
     B { group: "networking.k8s.io", version: "v1", plural: "servicecidrs", kind: "ServiceCIDR", namespaced: false, short: &[], status: true, scale: false },
+    B { group: "networking.k8s.io", version: "v1", plural: "networkpolicies", kind: "NetworkPolicy", namespaced: true, short: &["netpol"], status: false, scale: false },
+    B { group: "policy", version: "v1", plural: "poddisruptionbudgets", kind: "PodDisruptionBudget", namespaced: true, short: &["pdb"], status: true, scale: false },
     B { group: "admissionregistration.k8s.io", version: "v1", plural: "validatingadmissionpolicies", kind: "ValidatingAdmissionPolicy", namespaced: false, short: &[], status: true, scale: false },
     B { group: "admissionregistration.k8s.io", version: "v1", plural: "validatingadmissionpolicybindings", kind: "ValidatingAdmissionPolicyBinding", namespaced: false, short: &[], status: false, scale: false },
     B { group: "rbac.authorization.k8s.io", version: "v1", plural: "roles", kind: "Role", namespaced: true, short: &[], status: false, scale: false },

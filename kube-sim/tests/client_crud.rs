@@ -1044,3 +1044,52 @@ async fn fields_a_manager_stops_applying_leave_no_empty_parent() {
         "data went with its last field, not left as {{}}"
     );
 }
+
+#[tokio::test]
+async fn pod_disruption_budgets_and_network_policies_are_served() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let (_sim, client) = start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .expect("pdb");
+    pdbs.create(&PostParams::default(), &pdb)
+        .await
+        .expect("create pdb");
+    let netpols: Api<NetworkPolicy> = Api::namespaced(client.clone(), "default");
+    let np: NetworkPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"],
+                 "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
+                             "ports": [{"port": 6443, "protocol": "TCP"}]}]},
+    }))
+    .expect("netpol");
+    netpols
+        .create(&PostParams::default(), &np)
+        .await
+        .expect("create netpol");
+    let got = netpols.get("web").await.expect("get netpol");
+    assert_eq!(got.spec, np.spec);
+    assert_eq!(
+        pdbs.list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+
+    let discovery = Discovery::new(client).run().await.expect("discovery");
+    let served = |group: &str, plural: &str| {
+        discovery
+            .groups()
+            .filter(|g| g.name() == group)
+            .flat_map(|g| g.recommended_resources())
+            .any(|(ar, _)| ar.plural == plural)
+    };
+    assert!(served("policy", "poddisruptionbudgets"));
+    assert!(served("networking.k8s.io", "networkpolicies"));
+}
