@@ -321,6 +321,23 @@ const ROLE_BINDING: &[F] = &[
 ];
 
 /// The kinds whose protobuf bodies are understood, by `apiVersion` and `kind`.
+const DELETE_OPTIONS: &[F] = &[
+    F(1, "gracePeriodSeconds", T::Int),
+    F(
+        2,
+        "preconditions",
+        T::Msg(&[F(1, "uid", T::Str), F(2, "resourceVersion", T::Str)]),
+    ),
+    F(3, "orphanDependents", T::Bool),
+    F(4, "propagationPolicy", T::Str),
+    F(5, "dryRun", T::StrList),
+    F(
+        6,
+        "ignoreStoreReadErrorWithClusterBreakingPotential",
+        T::Bool,
+    ),
+];
+
 const KINDS: &[(&str, &str, &[F])] = &[
     (
         "authorization.k8s.io/v1",
@@ -578,10 +595,13 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
+    // DeleteOptions is registered in every group version; typed clients send the resource's.
+    let delete_options = (kind == "DeleteOptions").then_some(DELETE_OPTIONS);
     let desc = KINDS
         .iter()
         .find(|(v, k, _)| *v == api_version && *k == kind)
         .map(|(_, _, d)| *d)
+        .or(delete_options)
         .ok_or_else(|| format!("kube-sim cannot decode protobuf for {api_version} {kind}"))?;
     let mut v = message(object, desc)?;
     v["apiVersion"] = json!(api_version);

@@ -1237,3 +1237,85 @@ subjects: [{kind: ServiceAccount, name: admin-helper, namespace: x}]
         .expect("status");
     assert!(!st.allowed, "alice has no rights of her own");
 }
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn bytes_field(no: u64, b: &[u8], out: &mut Vec<u8>) {
+    varint(no << 3 | 2, out);
+    varint(b.len() as u64, out);
+    out.extend_from_slice(b);
+}
+
+/// DeleteOptions as client-go's typed clients send it: the protobuf envelope with the
+/// resource's group version (Helm deletes its release Secrets this way).
+fn delete_options_protobuf(uid: Option<&str>, dry_run: bool) -> Vec<u8> {
+    let mut opts = Vec::new();
+    if let Some(uid) = uid {
+        let mut pre = Vec::new();
+        bytes_field(1, uid.as_bytes(), &mut pre);
+        bytes_field(2, &pre, &mut opts);
+    }
+    bytes_field(4, b"Background", &mut opts);
+    if dry_run {
+        bytes_field(5, b"All", &mut opts);
+    }
+    let mut type_meta = Vec::new();
+    bytes_field(1, b"v1", &mut type_meta);
+    bytes_field(2, b"DeleteOptions", &mut type_meta);
+    let mut body = b"k8s\0".to_vec();
+    bytes_field(1, &type_meta, &mut body);
+    bytes_field(2, &opts, &mut body);
+    body
+}
+
+#[tokio::test]
+async fn protobuf_delete_options_are_read() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "a"}})).expect("cm");
+    let uid = cms
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create")
+        .metadata
+        .uid
+        .expect("uid");
+    let delete = |body: Vec<u8>| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::builder()
+                .method("DELETE")
+                .uri("/api/v1/namespaces/default/configmaps/a")
+                .header("content-type", "application/vnd.kubernetes.protobuf")
+                .body(body)
+                .expect("request");
+            match client.request_text(req).await {
+                Ok(_) => 200,
+                Err(kube::Error::Api(s)) => s.code,
+                Err(e) => panic!("expected a Status, got {e:?}"),
+            }
+        }
+    };
+    // A precondition on another UID is a conflict; a dry run deletes nothing.
+    assert_eq!(
+        delete(delete_options_protobuf(Some("other"), false)).await,
+        409
+    );
+    assert_eq!(delete(delete_options_protobuf(Some(&uid), true)).await, 200);
+    assert!(cms.get_opt("a").await.expect("get").is_some());
+    assert_eq!(
+        delete(delete_options_protobuf(Some(&uid), false)).await,
+        200
+    );
+    assert!(cms.get_opt("a").await.expect("get").is_none());
+}
