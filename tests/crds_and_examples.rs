@@ -1,6 +1,6 @@
-//! The committed CRD matches the Rust types; the examples pass the schema (defaults, structure,
-//! CEL rules, no unknown fields) and refer to objects that exist; invalid policies are rejected
-//! with the field and the reason.
+//! The committed CRD and the Helm chart's copy match the Rust types; the examples pass the
+//! schema (defaults, structure, CEL rules, no unknown fields) and refer to objects that exist;
+//! invalid policies are rejected with the field and the reason.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +26,21 @@ fn committed_crd_matches_the_types() {
     assert!(
         committed == generated,
         "{CRD_FILE} is stale; regenerate it with:\n  cargo run -p egress-proxy-operator -- crd > {CRD_FILE}"
+    );
+}
+
+/// The Helm chart installs the CRD from its own crds/ (Helm does not template or upgrade it).
+const CHART_CRD_FILE: &str =
+    "charts/egress-proxy-operator/crds/egressproxypolicies.egressproxy.io.yaml";
+
+#[test]
+fn the_charts_crd_matches_the_types() {
+    let in_chart =
+        std::fs::read_to_string(repo_root().join(CHART_CRD_FILE)).expect("read chart CRD");
+    let generated = crd_yaml().expect("render CRD");
+    assert!(
+        in_chart == generated,
+        "{CHART_CRD_FILE} is stale; regenerate it with:\n  cargo run -p egress-proxy-operator -- crd > {CHART_CRD_FILE}"
     );
 }
 
