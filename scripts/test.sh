@@ -20,4 +20,6 @@ cargo test --workspace --locked
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator
 EPO_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/egress-proxy-operator" bash tests/conformance/run.sh
+# The Helm chart with real Helm against kube-sim, then the operator as the chart runs it.
+bash scripts/chart-test.sh
 echo "test command: $((SECONDS - started)) s"
