@@ -16,7 +16,7 @@ use crate::metrics::{Metrics, Write};
 
 /// A write was not sent: this instance does not lead.
 #[derive(Debug, thiserror::Error)]
-#[error("not sent: this instance is not the leader")]
+#[error("not sent, or not answered in time: this instance is not the leader")]
 pub struct NotLeader;
 
 /// Whether a kube client error is [`NotLeader`].
@@ -86,13 +86,23 @@ where
                 outcome,
             })
         };
-        if self.layer.gate.as_ref().is_some_and(|g| !g.is_leader()) {
+        let gate = self.layer.gate.as_ref();
+        if gate.is_some_and(|g| !g.is_leader()) {
             count("refused");
             return Box::pin(std::future::ready(Err(NotLeader.into())));
         }
+        // A write is not waited for past the end of the term it was sent in (the server
+        // may still apply one it already received; a standby takes over only after the
+        // lease duration, which is longer).
+        let term = gate.and_then(Leadership::remaining);
         let call = self.inner.call(req);
         Box::pin(async move {
-            let res = call.await;
+            let res = match term {
+                Some(left) => tokio::time::timeout(left, call)
+                    .await
+                    .unwrap_or_else(|_| Err(NotLeader.into())),
+                None => call.await,
+            };
             count(match &res {
                 Ok(r) if r.status().is_success() => "2xx",
                 Ok(r) if r.status().is_client_error() => "4xx",
@@ -115,9 +125,9 @@ pub(crate) fn classify(method: &Method, path: &str) -> Option<(String, &'static 
     };
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rest = match parts.first() {
-        Some(&"api") => parts.get(2..)?,
-        Some(&"apis") => parts.get(3..)?,
-        _ => return Some(("other".into(), verb)),
+        Some(&"api") => parts.get(2..).unwrap_or_default(),
+        Some(&"apis") => parts.get(3..).unwrap_or_default(),
+        _ => &[],
     };
     // `namespaces/<ns>/<resource>...`, but `namespaces` and `namespaces/<ns>` themselves.
     let rest = match rest {
@@ -195,5 +205,7 @@ mod tests {
             w("nodes/status", "patch")
         );
         assert_eq!(c(Method::POST, "/version"), w("other", "create"));
+        // Every write is one, whatever its path.
+        assert_eq!(c(Method::POST, "/apis/g"), w("other", "create"));
     }
 }

@@ -30,6 +30,8 @@ struct Memory {
     record: Option<Record>,
     changed_at: Option<Instant>,
     last_renewal: Option<Instant>,
+    /// When the Lease was first seen missing after another instance had held it.
+    missing_since: Option<Instant>,
 }
 
 impl Elector {
@@ -38,11 +40,13 @@ impl Elector {
         let mut stop = std::pin::pin!(stop);
         let mut memory = Memory::default();
         loop {
-            let round = tokio::time::timeout(self.timing.retry_period, self.round(&mut memory));
+            // As client-go: a round may take up to the renew deadline, so a slow API server
+            // does not cancel every renewal after it was sent.
+            let round = tokio::time::timeout(self.timing.renew_deadline, self.round(&mut memory));
             tokio::select! {
                 _ = &mut stop => break,
                 r = round => if r.is_err() {
-                    tracing::debug!(lease = %self.name, "lease round timed out");
+                    tracing::warn!(lease = %self.name, "no answer from the API server about the lease");
                 },
             }
             self.check_deadline(&memory);
@@ -70,16 +74,14 @@ impl Elector {
     async fn round(&self, memory: &mut Memory) {
         let lease = match self.api.get_opt(&self.name).await {
             Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(lease = %self.name, error = %describe(&e), "reading the lease failed");
-                return;
-            }
+            Err(e) => return self.failed(&e, "reading the lease failed"),
         };
-        let Some(lease) = lease else {
-            return self.create(memory).await;
-        };
-        let record = record_of(&lease);
         let now = Instant::now();
+        let Some(lease) = lease else {
+            return self.missing(memory, now).await;
+        };
+        memory.missing_since = None;
+        let record = record_of(&lease);
         if memory.record.as_ref() != Some(&record) {
             memory.record = Some(record.clone());
             memory.changed_at = Some(now);
@@ -96,8 +98,22 @@ impl Elector {
         }
     }
 
-    /// Creates the Lease with this process as holder.
-    async fn create(&self, memory: &mut Memory) {
+    /// The Lease does not exist. On a fresh install it is created at once. After another
+    /// instance held it (an admin or a GitOps prune deleted it), that instance may lead
+    /// until its deadline, so the Lease is created only once it has been missing for the
+    /// lease duration.
+    async fn missing(&self, memory: &mut Memory, now: Instant) {
+        let held_by_other = memory
+            .record
+            .as_ref()
+            .and_then(|r| r.holder.as_deref())
+            .is_some_and(|h| h != self.me);
+        if held_by_other {
+            let since = *memory.missing_since.get_or_insert(now);
+            if now.saturating_duration_since(since) < self.timing.lease_duration {
+                return;
+            }
+        }
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -109,7 +125,9 @@ impl Elector {
         match self.api.create(&params(), &lease).await {
             Ok(_) => self.won(started, memory, "acquired"),
             Err(e) => {
-                tracing::debug!(lease = %self.name, error = %describe(&e), "creating the lease failed")
+                // Another instance created it first: that one leads.
+                self.leadership.lost();
+                self.failed(&e, "creating the lease failed");
             }
         }
     }
@@ -118,10 +136,7 @@ impl Elector {
     async fn write(&self, mut lease: Lease, record: &Record, step: Step, memory: &mut Memory) {
         let acquire = step == Step::Acquire;
         let spec = if acquire {
-            self.spec(
-                None,
-                record.transitions + i32::from(record.holder.is_some()),
-            )
+            self.spec(None, record.transitions + 1)
         } else {
             let acquired = lease.spec.as_ref().and_then(|s| s.acquire_time.clone());
             self.spec(acquired, record.transitions)
@@ -129,15 +144,23 @@ impl Elector {
         lease.spec = Some(spec);
         let started = Instant::now();
         match self.api.replace(&self.name, &params(), &lease).await {
-            Ok(_) => self.won(
-                started,
-                memory,
-                if acquire { "acquired" } else { "renewed" },
-            ),
-            // Someone else wrote first: the next round reads who.
-            Err(e) => {
-                tracing::debug!(lease = %self.name, error = %describe(&e), "writing the lease failed")
+            Ok(_) => {
+                let what = if acquire { "acquired" } else { "renewed" };
+                self.won(started, memory, what)
             }
+            // On a conflict someone else wrote first: the next round reads who.
+            Err(e) => self.failed(&e, "writing the lease failed"),
+        }
+    }
+
+    /// A conflict is the election at work; anything else (RBAC, a missing namespace, an
+    /// unreachable server) is worth a warning, or an instance would stand by without saying
+    /// why.
+    fn failed(&self, e: &kube::Error, what: &str) {
+        if matches!(e, kube::Error::Api(s) if s.code == 409) {
+            tracing::debug!(lease = %self.name, error = %describe(e), "{what}");
+        } else {
+            tracing::warn!(lease = %self.name, error = %describe(e), "{what}");
         }
     }
 
@@ -163,13 +186,11 @@ impl Elector {
     }
 
     /// Gives the Lease up on shutdown so the standby takes over at once, not after the lease
-    /// duration. Only a Lease this process still holds is touched.
+    /// duration. Only a Lease whose record still names this process is touched (also when
+    /// its term just lapsed: the controller has stopped, and the write is guarded by the
+    /// resourceVersion that was read).
     async fn release(&self) {
-        let was_leader = self.leadership.is_leader();
         self.leadership.lost();
-        if !was_leader {
-            return;
-        }
         let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
             return;
         };
@@ -183,9 +204,7 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         match self.api.replace(&self.name, &params(), &lease).await {
             Ok(_) => tracing::info!(lease = %self.name, "released the lease"),
-            Err(e) => {
-                tracing::warn!(lease = %self.name, error = %describe(&e), "releasing the lease failed")
-            }
+            Err(e) => self.failed(&e, "releasing the lease failed"),
         }
     }
 }

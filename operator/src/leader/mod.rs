@@ -164,13 +164,27 @@ impl Leadership {
         *self.inner.until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The elector renewed (or acquired) the Lease at `at`.
+    /// How long this instance still leads without another renewal; `None` without election.
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        if self.inner.always {
+            return None;
+        }
+        let until = self.until()?;
+        Some(until.saturating_duration_since(Instant::now()))
+    }
+
+    /// The elector renewed (or acquired) the Lease at `at`. A term that had lapsed (its
+    /// deadline passed before this renewal) is a new term: it is announced even if no loss
+    /// was, so the new term reconciles everything again.
     pub(crate) fn renewed(&self, at: Instant, deadline: Duration) {
-        *self.inner.until.lock().unwrap_or_else(|p| p.into_inner()) = Some(at + deadline);
+        let mut until = self.inner.until.lock().unwrap_or_else(|p| p.into_inner());
+        let lapsed = until.is_none_or(|u| Instant::now() >= u);
+        *until = Some(at + deadline);
+        drop(until);
         self.inner.known.store(true, Ordering::Relaxed);
-        self.inner
-            .changes
-            .send_if_modified(|v| !std::mem::replace(v, true));
+        if lapsed {
+            self.inner.changes.send_replace(true);
+        }
     }
 
     /// The elector saw another holder, released the Lease, or passed its renew deadline.
@@ -265,9 +279,15 @@ mod tests {
             Duration::from_secs(60),
         );
         assert!(!l.is_leader());
+        assert_eq!(l.remaining(), Some(Duration::ZERO));
+        // A renewal after the lapse starts a new term, announced though no loss was.
+        l.renewed(Instant::now(), Duration::from_secs(60));
+        assert!(l.is_leader());
+        assert!(flips.has_changed().unwrap() && *flips.borrow_and_update());
         l.lost();
         assert!(!l.is_leader());
         assert!(flips.has_changed().unwrap() && !*flips.borrow_and_update());
         assert!(Leadership::always().is_leader() && Leadership::always().known());
+        assert_eq!(Leadership::always().remaining(), None);
     }
 }
