@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -12,7 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::leader::Leadership;
@@ -64,7 +65,9 @@ impl Admin {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
+                        // Out of file descriptors, say: do not spin.
                         tracing::warn!(error = %e, "admin endpoint: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
                 },
@@ -74,7 +77,11 @@ impl Admin {
                 let service = service_fn(move |req| {
                     std::future::ready(Ok::<_, Infallible>(admin.answer(&req)))
                 });
-                let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                // A client that never finishes its request headers is dropped.
+                let conn = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(10))
+                    .serve_connection(TokioIo::new(stream), service);
                 if let Err(e) = conn.await {
                     tracing::debug!(error = %e, "admin endpoint: connection failed");
                 }

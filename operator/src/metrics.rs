@@ -2,7 +2,7 @@
 //! a bounded set of values: categories, API resources and verbs, workload states, and per
 //! policy (never per workload).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -82,6 +82,8 @@ pub struct Metrics {
     phase: Family<PolicyValue, Gauge>,
     slot: Family<PolicyValue, Gauge>,
     policies: Mutex<BTreeMap<(String, String), Figures>>,
+    /// The policies listed since the policy watch started a re-list.
+    relist: Mutex<Option<BTreeSet<(String, String)>>>,
 }
 
 impl Default for Metrics {
@@ -104,6 +106,7 @@ impl Metrics {
             phase: Family::default(),
             slot: Family::default(),
             policies: Mutex::default(),
+            relist: Mutex::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -194,6 +197,14 @@ impl Metrics {
     /// The policy cache applied `policy` (or deleted it, `None`): its status's figures.
     pub(crate) fn saw_policy(&self, ns: &str, name: &str, policy: Option<&EgressProxyPolicy>) {
         let key = (ns.to_owned(), name.to_owned());
+        if let Some(seen) = self
+            .relist
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            seen.insert(key.clone());
+        }
         let figures = policy.map(|p| figures(p.status.as_ref()));
         let mut all = self.policies.lock().unwrap_or_else(|p| p.into_inner());
         let before = match &figures {
@@ -212,15 +223,23 @@ impl Metrics {
             policy: name.to_owned(),
             value: value.to_owned(),
         };
-        if let Some(b) = &before {
-            self.phase.remove(&value(&b.phase));
-            self.slot.remove(&value(&b.slot));
+        // Only a value that changed replaces its series, so a scrape never misses one.
+        let (old, new) = (before.as_ref(), figures.as_ref());
+        if let Some(b) = old {
+            if new.is_none_or(|f| f.phase != b.phase) {
+                self.phase.remove(&value(&b.phase));
+            }
+            if new.is_none_or(|f| f.slot != b.slot) {
+                self.slot.remove(&value(&b.slot));
+            }
         }
-        match &figures {
+        match new {
             Some(f) => {
                 self.ready.get_or_create(&pk).set(i64::from(f.ready));
                 self.phase.get_or_create(&value(&f.phase)).set(1);
-                self.slot.get_or_create(&value(&f.slot)).set(1);
+                if !f.slot.is_empty() {
+                    self.slot.get_or_create(&value(&f.slot)).set(1);
+                }
             }
             None => {
                 self.ready.remove(&pk);
@@ -240,6 +259,25 @@ impl Metrics {
         self.workloads
             .get_or_create(&State { state: "pending" })
             .set(selected - up);
+    }
+
+    /// The policy watch re-lists: policies it does not list again were deleted meanwhile.
+    pub(crate) fn relisting(&self) {
+        *self.relist.lock().unwrap_or_else(|p| p.into_inner()) = Some(BTreeSet::new());
+    }
+
+    /// The re-list is complete: forget the policies it did not list.
+    pub(crate) fn relisted(&self) {
+        let Some(seen) = self.relist.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let gone: Vec<(String, String)> = {
+            let all = self.policies.lock().unwrap_or_else(|p| p.into_inner());
+            all.keys().filter(|k| !seen.contains(*k)).cloned().collect()
+        };
+        for (ns, name) in gone {
+            self.saw_policy(&ns, &name, None);
+        }
     }
 
     /// The metrics in OpenMetrics text.
@@ -377,6 +415,16 @@ mod tests {
         assert!(
             lines(&m, "egress_proxy_workloads")
                 .contains(&"egress_proxy_workloads{state=\"selected\"} 3".to_owned())
+        );
+        // A re-list that does not list q again: q was deleted while the watch was down.
+        m.saw_policy("n", "p", Some(&policy("True", 1, 1, None, "main")));
+        m.relisting();
+        m.saw_policy("n", "p", Some(&policy("True", 1, 1, None, "main")));
+        m.relisted();
+        let text = m.encode(false);
+        assert!(
+            !text.contains("policy=\"q\"") && text.contains("policy=\"p\""),
+            "{text}"
         );
         m.reconciled(Duration::from_millis(20), Some("conflict"));
         m.reconciled(Duration::from_millis(20), None);

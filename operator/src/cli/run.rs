@@ -174,7 +174,12 @@ pub fn overrides(args: &RunArgs) -> anyhow::Result<Overrides> {
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     init_logs(&args.log)?;
     let overrides = overrides(args)?;
-    let timing = args.election.timing()?;
+    let elect = args.election.leader_elect;
+    let timing = if elect {
+        args.election.timing()?
+    } else {
+        Timing::default()
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -183,7 +188,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let api_host = config.cluster_url.host().map(|h| h.trim_matches(['[', ']']).to_owned());
         let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
         let resolv_conf = if in_cluster { std::fs::read_to_string("/etc/resolv.conf").ok() } else { None };
-        let elect = args.election.leader_elect;
         let leadership = if elect { Leadership::elected() } else { Leadership::always() };
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(Readiness::default());

@@ -135,7 +135,9 @@ pub async fn run(
     } else {
         settings.namespaces.iter().cloned().map(Some).collect()
     };
-    settings.readiness.expect(scopes.len());
+    // Per scope: its caches, and its policy cache's first list (the stream the controller
+    // itself drives).
+    settings.readiness.expect(2 * scopes.len());
     let mut tasks = JoinSet::new();
     let (changed, changes): (Vec<_>, Vec<_>) =
         scopes.iter().map(|_| mpsc::unbounded::<()>()).unzip();
@@ -292,6 +294,8 @@ impl Scope<'_> {
         };
         let (recent, tenancy) = (self.recent.clone(), self.tenancy.clone());
         let metrics = self.settings.metrics.clone();
+        let readiness = self.settings.readiness.clone();
+        let mut listed = false;
         let mut relist = watches::Relist::default();
         let policy_stream = watcher(api, watcher::Config::default().any_semantic())
             .modify(strip)
@@ -300,6 +304,13 @@ impl Scope<'_> {
             .inspect(move |e| {
                 if let Ok(e) = e {
                     saw_policy(&recent, &metrics, &mut relist, e);
+                    // Not Store::wait_until_ready: its waiter is single, and the controller
+                    // waits on it too.
+                    if matches!(e, watcher::Event::InitDone)
+                        && !std::mem::replace(&mut listed, true)
+                    {
+                        readiness.synced();
+                    }
                     if matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
                         tenancy.sweep();
                     }
@@ -357,7 +368,8 @@ fn saw_policy(
             (p, Seen::Applied(p.metadata.resource_version.as_ref()))
         }
         watcher::Event::Delete(p) => (p, Seen::Deleted),
-        watcher::Event::Init | watcher::Event::InitDone => return,
+        watcher::Event::Init => return metrics.relisting(),
+        watcher::Event::InitDone => return metrics.relisted(),
     };
     let key = (p.namespace().unwrap_or_default(), p.name_any());
     let kept = matches!(seen, Seen::Applied(_)).then_some(p);

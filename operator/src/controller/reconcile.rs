@@ -59,7 +59,7 @@ pub(super) async fn reconcile(
 ) -> Result<Action, Error> {
     let ns = policy.namespace().unwrap_or_default();
     if !ctx.settings.leadership.is_leader() {
-        warm(&policy, &ctx, &ns);
+        warm(&ctx, &ns);
         ctx.settings.metrics.standby();
         return Ok(Action::await_change());
     }
@@ -74,8 +74,14 @@ pub(super) async fn reconcile(
         ns,
     };
     let result = ex.run().await;
-    let category = result.as_ref().err().map(|e| e.category().as_str());
-    ctx.settings.metrics.reconciled(started.elapsed(), category);
+    match &result {
+        // Cut short by the end of the term: the next leader's reconcile counts.
+        Err(e) if e.not_leader() => ctx.settings.metrics.standby(),
+        r => {
+            let category = r.as_ref().err().map(|e| e.category().as_str());
+            ctx.settings.metrics.reconciled(started.elapsed(), category);
+        }
+    }
     if result.is_ok()
         && let Ok(mut f) = ctx.failures.lock()
     {
@@ -84,20 +90,25 @@ pub(super) async fn reconcile(
     result
 }
 
-/// A standby starts the caches a reconcile of `policy` reads, so that it can take over
-/// without waiting for them.
-fn warm(policy: &EgressProxyPolicy, ctx: &Ctx, ns: &str) {
-    ctx.tenancy.managed(ns);
-    for slot in &policy.spec.proxy.credentials {
-        let sns = slot.secret_ref.namespace.as_deref().unwrap_or(ns);
-        ctx.tenancy.watch_source(sns, &slot.secret_ref.name);
+/// A standby starts the managed-object caches of an admitted namespace, as the leader's
+/// reconcile does, so that it can take over without waiting for them. (Source Secrets are
+/// read directly by a reconcile; their watches only wake policies.)
+fn warm(ctx: &Ctx, ns: &str) {
+    if ctx.admitted(ns) {
+        ctx.tenancy.managed(ns);
     }
 }
 
 /// Per-policy exponential backoff (0.5 s doubling to 2 min). kube-runtime's controller has no
 /// per-object backoff of its own, and a fixed delay either hammers or stalls.
 pub(super) fn error_policy(policy: Arc<EgressProxyPolicy>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = (policy.namespace().unwrap_or_default(), policy.name_any());
+    let (ns, name) = (policy.namespace().unwrap_or_default(), policy.name_any());
+    if err.not_leader() {
+        // Leadership ended mid-reconcile; a new term reconciles everything again.
+        tracing::debug!(namespace = %ns, policy = %name, "reconcile stopped: no longer leading");
+        return Action::await_change();
+    }
+    let key = (ns.clone(), name.clone());
     let n = ctx
         .failures
         .lock()
@@ -109,12 +120,6 @@ pub(super) fn error_policy(policy: Arc<EgressProxyPolicy>, err: &Error, ctx: Arc
         .unwrap_or(1);
     let delay =
         Duration::from_millis(500u64.saturating_mul(1 << n.min(8))).min(Duration::from_secs(120));
-    let (ns, name) = (policy.namespace().unwrap_or_default(), policy.name_any());
-    if err.not_leader() {
-        // Leadership ended mid-reconcile; a new term reconciles everything again.
-        tracing::debug!(namespace = %ns, policy = %name, "reconcile stopped: no longer leading");
-        return Action::await_change();
-    }
     let category = err.category();
     // A conflict means the cache was behind; the retry reads the newer object.
     if category == Category::Conflict {
