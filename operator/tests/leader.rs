@@ -300,6 +300,29 @@ async fn the_leader<'a>(instances: &[&'a Instance]) -> &'a Instance {
     panic!("{} leaders", last.len());
 }
 
+/// Reconciles of `inst` that ended (successfully) as the leader.
+async fn reconciled(inst: &Instance) -> f64 {
+    sample(
+        &inst.metrics().await,
+        "egress_proxy_reconciles_total",
+        &[("result", "success")],
+    )
+}
+
+/// Makes the leader `inst` look at the policy once more, and waits until a reconcile of it
+/// has ended since: reconciles of one policy run one at a time, so every write of the
+/// earlier ones is done. The touch itself changes nothing the operator writes.
+async fn looked(env: &Env, inst: &Instance) {
+    let before = reconciled(inst).await;
+    let touch = format!("{:?}", std::time::SystemTime::now());
+    let patch = json!({"metadata": {"annotations": {"test.example/touch": touch}}});
+    env.patch_policy(NS, "outbound", patch).await;
+    eventually("a reconcile after the touch", || async {
+        (reconciled(inst).await > before).then_some(())
+    })
+    .await;
+}
+
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("leader-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("dir");
@@ -379,7 +402,7 @@ async fn two_instances_started_together_roll_each_workload_once() {
         0.0
     );
     assert_openmetrics(&lm, true);
-    // A standby has written nothing, not even its Lease: the family has no samples.
+    // A standby has written nothing but, at most, its Lease create that lost the race.
     assert_openmetrics(&sm, false);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -440,7 +463,7 @@ async fn sigterm_releases_the_lease_and_a_failover_with_nothing_to_do_writes_not
         b.get("/readyz").await.filter(|(c, _)| *c == 200)
     })
     .await;
-    settle().await;
+    looked(&env, &a).await;
     let before = env.operator_writes();
     let revs = revisions(&env).await;
     let status = a.terminate();
@@ -455,18 +478,13 @@ async fn sigterm_releases_the_lease_and_a_failover_with_nothing_to_do_writes_not
         b.leads().await.then_some(())
     })
     .await;
-    // The new leader has looked at the policy (a reconcile that ended), and wrote nothing.
+    // The new leader has looked at the policy (its takeover reconcile, then once more),
+    // and wrote nothing.
     eventually("op-b reconciled", || async {
-        let m = b.metrics().await;
-        (sample(
-            &m,
-            "egress_proxy_reconciles_total",
-            &[("result", "success")],
-        ) >= 1.0)
-            .then_some(())
+        (reconciled(&b).await >= 1.0).then_some(())
     })
     .await;
-    settle().await;
+    looked(&env, &b).await;
     assert_eq!(env.operator_writes(), before, "{}", b.log_text());
     assert_eq!(revisions(&env).await, revs);
     assert_eq!(
@@ -476,58 +494,57 @@ async fn sigterm_releases_the_lease_and_a_failover_with_nothing_to_do_writes_not
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The number of reconciles `inst` left to the leader.
+async fn stood_by(inst: &Instance) -> f64 {
+    sample(
+        &inst.metrics().await,
+        "egress_proxy_reconciles_total",
+        &[("result", "standby")],
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_loses_the_lease_stops_writing_and_catches_up_when_it_returns() {
     let dir = temp_dir("lost");
     let env = Env::new(&fixture(2, 10)).await;
     let a = Instance::start(&env, &dir, "op-a");
     wait_reason(&env, NS, "outbound", "Reconciled").await;
+    looked(&env, &a).await;
     let hash_before = hash(&env.deployment(NS, "d00").await);
     // Someone else takes the Lease (a partitioned peer that came back, an admin).
     let api = Api::<Lease>::namespaced(env.client.clone(), LEASE_NS);
-    let mut l = lease(&env).await.expect("lease");
-    let spec = l.spec.as_mut().expect("spec");
-    spec.holder_identity = Some("intruder".into());
-    spec.lease_duration_seconds = Some(3600);
-    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-        k8s_openapi::jiff::Timestamp::now(),
-    ));
-    api.replace(LEASE, &PostParams::default(), &l)
-        .await
-        .expect("steal");
+    eventually("the lease stolen", || async {
+        let mut l = lease(&env).await.expect("lease");
+        let spec = l.spec.as_mut().expect("spec");
+        spec.holder_identity = Some("intruder".into());
+        spec.lease_duration_seconds = Some(3600);
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+        // op-a renews meanwhile: a conflict is retried with the newer Lease.
+        api.replace(LEASE, &PostParams::default(), &l).await.ok()
+    })
+    .await;
     eventually("op-a stands down", || async {
         a.get("/readyz")
             .await
             .filter(|(c, b)| *c == 200 && b.contains("standby"))
     })
     .await;
-    settle().await;
     let writes = env.operator_writes();
-    let looked = sample(
-        &a.metrics().await,
-        "egress_proxy_reconciles_total",
-        &[("result", "standby")],
-    );
-    env.set_secret(
-        NS,
-        "proxy",
-        json!({"httpProxy": "http://svc:pw-2@proxy.corp.example:3128"}),
-    )
-    .await;
-    // It saw the change (a standby reconcile) and left it alone.
+    let before = stood_by(&a).await;
+    let url = "http://svc:pw-2@proxy.corp.example:3128";
+    env.set_secret(NS, "proxy", json!({"httpProxy": url})).await;
+    // It saw the change (a reconcile it left to the leader) and left it alone.
     eventually("op-a looked", || async {
-        let m = a.metrics().await;
-        let n = sample(
-            &m,
-            "egress_proxy_reconciles_total",
-            &[("result", "standby")],
-        );
-        (n > looked).then_some(())
+        (stood_by(&a).await > before).then_some(())
     })
     .await;
     assert_eq!(env.operator_writes(), writes, "{}", a.log_text());
     assert_eq!(hash(&env.deployment(NS, "d00").await), hash_before);
-    // The intruder goes away: op-a leads again and applies the change it left alone.
+    // The intruder's Lease is deleted: op-a, having seen another holder, waits out the lease
+    // duration before creating it (that holder might still be acting), then leads again and
+    // applies the change it left alone.
     api.delete(LEASE, &Default::default())
         .await
         .expect("delete lease");
@@ -583,4 +600,39 @@ async fn the_client_holds_writes_back_from_a_non_leader_before_they_are_sent() {
         1.0,
         "{m}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_api_stops_at_its_deadline_and_starts_a_new_term_after() {
+    let dir = temp_dir("cut-off");
+    let env = Env::new(&fixture(1, 10)).await;
+    let a = Instance::start(&env, &dir, "op-a");
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    eventually("op-a leads", || async { a.leads().await.then_some(()) }).await;
+    let before = reconciled(&a).await;
+    // Longer than the renew deadline (2 s): every request gets 503.
+    env.sim.api_down_for(Duration::from_secs(5));
+    eventually("op-a stops leading", || async {
+        a.get("/readyz")
+            .await
+            .filter(|(c, b)| *c == 200 && b.contains("standby"))
+    })
+    .await;
+    // The elector says why once its round ends (the time check above acts at the deadline).
+    eventually("the deadline logged", || async {
+        a.log_text()
+            .contains("could not renew the lease in time")
+            .then_some(())
+    })
+    .await;
+    // Back: its own Lease record is renewed, a new term starts and reconciles.
+    eventually("op-a leads again", || async {
+        a.leads().await.then_some(())
+    })
+    .await;
+    eventually("op-a reconciled in its new term", || async {
+        (reconciled(&a).await > before).then_some(())
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
