@@ -49,7 +49,7 @@ cleanup() {
     if ((rc != 0)); then
         if podman container exists "$container" 2>/dev/null; then
             echo "--- operator container logs (last 40 lines)" >&2
-            podman logs "$container" 2>&1 | tail -n 40 >&2 || true
+            podman logs "$container" 2>&1 | tail -n 40 | sed 's/\x1b\[[0-9;]*m//g' >&2 || true
         fi
         if [[ -s $work/admin.kubeconfig ]]; then
             echo "--- policy status" >&2
@@ -57,7 +57,7 @@ cleanup() {
         fi
         if [[ -s $work/kube-sim.log ]]; then
             echo "--- kube-sim log (last 20 lines)" >&2
-            tail -n 20 "$work/kube-sim.log" >&2
+            tail -n 20 "$work/kube-sim.log" | sed 's/\x1b\[[0-9;]*m//g' >&2
         fi
     fi
     podman rm -f -t 0 "$container" >/dev/null 2>&1 || true
@@ -93,6 +93,7 @@ if [[ "$("$venv/bin/hadolint" --version 2>/dev/null)" != *" $hadolint_version" ]
 fi
 "$venv/bin/hadolint" --failure-threshold style Dockerfile || fail "hadolint has findings on Dockerfile"
 
+step "Dockerfile: prebuilt stage = runtime stage"
 # The prebuilt stage must stay the runtime stage with its files from the build context.
 stage() {
     awk -v want="$1" '
@@ -104,7 +105,7 @@ stage() {
 runtime_stage=$(stage "" | sed 's#^COPY --from=build /dist/#COPY dist/#')
 prebuilt_stage=$(stage prebuilt)
 [[ -n $prebuilt_stage && $runtime_stage == "$prebuilt_stage" ]] ||
-    fail "the prebuilt stage differs from the last (runtime) stage:"$'\n'"$(diff <(echo "$prebuilt_stage") <(echo "$runtime_stage"))"
+    fail "the prebuilt stage differs from the last (runtime) stage:"$'\n'"$(diff <(echo "$prebuilt_stage") <(echo "$runtime_stage") || true)"
 
 step "static release build"
 RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked \
