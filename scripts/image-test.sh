@@ -14,6 +14,7 @@ hadolint_version=2.15.1
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxy-operator/venv-image
 work=$(mktemp -d -t epo-image-test.XXXXXX)
 sim_pid=""
+mnt=""
 started=$EPOCHREALTIME
 step_name=""
 step_started=$started
@@ -60,6 +61,7 @@ cleanup() {
             tail -n 20 "$work/kube-sim.log" | sed 's/\x1b\[[0-9;]*m//g' >&2
         fi
     fi
+    [[ -z $mnt ]] || podman image unmount "$image" >/dev/null 2>&1 || true
     podman rm -f -t 0 "$container" >/dev/null 2>&1 || true
     if [[ -n $sim_pid ]]; then
         kill "$sim_pid" 2>/dev/null || true
@@ -69,6 +71,8 @@ cleanup() {
     echo "image test: $( ((rc == 0)) && echo passed || echo FAILED) in $(seconds_since "$started") s"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 step "install buildah, podman, runc"
 missing=()
@@ -116,7 +120,7 @@ file -b "$bin" | grep -q 'static-pie linked' || fail "not a static-pie binary: $
 mkdir -p "$work/context/dist"
 strip -o "$work/context/dist/egress-proxy-operator" "$bin" # as the Dockerfile's build stage does
 cp /etc/ssl/certs/ca-certificates.crt "$work/context/dist/ca-certificates.crt"
-echo "    binary: $(stat -c %s "$bin") bytes, stripped $(stat -c %s "$work/context/dist/egress-proxy-operator")"
+echo "    binary: $(stat -c %s "$bin" | numfmt --to=iec-i --suffix=B), stripped $(stat -c %s "$work/context/dist/egress-proxy-operator" | numfmt --to=iec-i --suffix=B)"
 
 step "buildah bud --target prebuilt"
 buildah bud --quiet --target prebuilt -f "$repo/Dockerfile" -t "$image" "$work/context" >/dev/null ||
@@ -143,10 +147,11 @@ mnt=$(podman image mount "$image")
 files=$(cd "$mnt" && find . ! -type d | sort)
 same_binary=$(cmp -s "$mnt/egress-proxy-operator" "$work/context/dist/egress-proxy-operator" && echo yes || echo no)
 podman image unmount "$image" >/dev/null
+mnt=""
 [[ $files == $'./egress-proxy-operator\n./etc/ssl/certs/ca-certificates.crt' ]] ||
     fail "the image holds other files than the binary and CA bundle:"$'\n'"$files"
 [[ $same_binary == yes ]] || fail "the image's binary is not the one just built"
-echo "    image: $(inspect '{{.Size}}') bytes"
+echo "    image: $(inspect '{{.Size}}' | numfmt --to=iec-i --suffix=B) ($(inspect '{{.Size}}') bytes)"
 
 run_flags=(--runtime runc --pull never --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
     --read-only --cap-drop ALL --security-opt no-new-privileges --user 65532:65532 --network host)
