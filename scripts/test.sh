@@ -22,4 +22,6 @@ cargo build --locked -p egress-proxy-operator
 EPO_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/egress-proxy-operator" bash tests/conformance/run.sh
 # The Helm chart with real Helm against kube-sim, then the operator as the chart runs it.
 bash scripts/chart-test.sh
+# The container image: static release build, buildah, and a run under podman against kube-sim.
+bash scripts/image-test.sh
 echo "test command: $((SECONDS - started)) s"
