@@ -932,10 +932,17 @@ async fn runs_with_exactly_the_shipped_rbac() {
         "{denied:?}"
     );
 
+    let metrics = std::sync::Arc::new(egress_proxy_operator::metrics::Metrics::new());
+    let settings = egress_proxy_operator::controller::Settings {
+        metrics: metrics.clone(),
+        // Only changes wake the policy here.
+        resync: Duration::from_secs(600),
+        ..env.settings()
+    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(egress_proxy_operator::controller::run(
         client,
-        env.settings(),
+        settings,
         async {
             let _ = stopped.await;
         },
@@ -943,6 +950,34 @@ async fn runs_with_exactly_the_shipped_rbac() {
     // Until the namespace's admin binds the tenant role, nothing is written there.
     wait_reason(&env, "team-a", "outbound", "NamespaceNotAuthorized").await;
     assert_eq!(hash(&env.deployment("team-a", "api").await), None);
+    // The refused watches of the namespace retry with backoff; a retry refused again is no
+    // change of access and wakes nobody.
+    let count = |name: &str, label: &str| {
+        let text = metrics.encode(true);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name) && l.contains(label));
+        line.and_then(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let reconciles = || count("egress_proxy_reconciles_total", "result=\"success\"");
+    let before = reconciles();
+    let touch = json!({"metadata": {"annotations": {"touch": "1"}}});
+    env.patch_policy("team-a", "outbound", touch).await;
+    eventually("a reconcile after the touch", || async {
+        (reconciles() > before).then_some(())
+    })
+    .await;
+    let (before, retries) = (
+        reconciles(),
+        count("egress_proxy_watch_restarts_total", "kind=\"Secret\""),
+    );
+    eventually("two more refused retries", || async {
+        (count("egress_proxy_watch_restarts_total", "kind=\"Secret\"") >= retries + 2.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(reconciles(), before, "a refused retry woke the policy");
     env.sim
         .apply_yaml(include_str!("../../deploy/tenant.yaml"))
         .unwrap();

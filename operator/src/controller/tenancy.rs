@@ -156,7 +156,9 @@ impl Tenancy {
         let (routes_e, ns_e) = (routes.clone(), ns.to_owned());
         let mut relist = Relist::default();
         let on_event = move |e: &watcher::Event<K>| {
-            if granted.set(None) {
+            // `Init` comes before the LIST, also before one that will be refused: only what
+            // follows it proves access.
+            if !matches!(e, watcher::Event::Init) && granted.set(None) {
                 wake_namespace(&routes_e, &ns_e);
             }
             if let Some(since) = relist.done(e) {
@@ -197,7 +199,9 @@ impl Tenancy {
         let denial = Arc::new(Denial::default());
         let granted = denial.clone();
         let on_event = move |e: &watcher::Event<PartialObjectMeta<Secret>>| {
-            granted.set(None);
+            if !matches!(e, watcher::Event::Init) {
+                granted.set(None);
+            }
             if let Some((m, _)) = touched(e) {
                 wake_users(&routes_e, &key_of(m));
             }
