@@ -1,5 +1,6 @@
 """The chart rendered offline with Helm (helm-python-sdk): lint, schema, the rendered objects,
-and deploy/rbac.yaml, which is generated from the chart's templates/rbac.yaml."""
+and deploy/rbac.yaml and deploy/admission.yaml, which are generated from the chart's
+templates/rbac.yaml and templates/admission.yaml."""
 
 from __future__ import annotations
 
@@ -9,6 +10,29 @@ import yaml
 from common import CHART, NAMESPACE, RELEASE, ROOT, check, expect, fails
 
 RBAC_FILE = ROOT / "deploy" / "rbac.yaml"
+ADMISSION_FILE = ROOT / "deploy" / "admission.yaml"
+
+# deploy/admission.yaml: this header, then templates/admission.yaml rendered as above.
+ADMISSION_HEADER = """\
+# What the operator's writes may change, enforced by the API server (ValidatingAdmissionPolicy,
+# GA since Kubernetes 1.30). RBAC lets the operator write Secrets, ConfigMaps and workloads in
+# opted-in namespaces; this narrows each write to what the operator does:
+# - Secrets and ConfigMaps: only named egress-proxy-*, labelled
+#   app.kubernetes.io/managed-by=egress-proxy-operator (before and after), Secrets of type
+#   Opaque;
+# - Deployments, StatefulSets, DaemonSets: updates only (no create or delete), changing only
+#   the proxy variables of containers and init containers and the pod-template annotations
+#   egressproxy.io/config-hash and egressproxy.io/credential: never an image, command, securityContext, serviceAccountName,
+#   volumes, replicas or anything else;
+# - EgressProxyPolicies: only their finalizers (status is a separate subresource).
+# It matches the operator's ServiceAccount only; nobody else's writes are affected.
+# See docs/security.md.
+#
+# Generated from the Helm chart (charts/egress-proxy-operator/templates/admission.yaml, release
+# egress-proxy-operator in egress-proxy-system, default values): edit the chart, then run
+# scripts/chart-test.sh --write-rbac. The chart test fails when this file differs.
+# Apply with: kubectl apply -f deploy/admission.yaml
+"""
 
 # deploy/rbac.yaml: this header, the Namespace, then templates/rbac.yaml rendered for
 # release egress-proxy-operator in namespace egress-proxy-system with the default values.
@@ -76,9 +100,15 @@ def generated_rbac() -> str:
     return RBAC_HEADER + body + "\n"
 
 
+def generated_admission() -> str:
+    body = render()[f"{RELEASE}/templates/admission.yaml"].strip("\n")
+    return ADMISSION_HEADER + body + "\n"
+
+
 def write_rbac() -> None:
     RBAC_FILE.write_text(generated_rbac())
-    print(f"wrote {RBAC_FILE.relative_to(ROOT)}")
+    ADMISSION_FILE.write_text(generated_admission())
+    print(f"wrote {RBAC_FILE.relative_to(ROOT)} and {ADMISSION_FILE.relative_to(ROOT)}")
 
 
 def lint() -> None:
@@ -119,6 +149,20 @@ def deploy_rbac_is_the_chart_rendering() -> None:
     )
 
 
+def deploy_admission_is_the_chart_rendering() -> None:
+    expect(
+        ADMISSION_FILE.read_text() == generated_admission(),
+        "deploy/admission.yaml differs from the chart's rendering; run scripts/chart-test.sh --write-rbac",
+    )
+    # Another release or namespace: the policy matches that release's ServiceAccount.
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render(None, name="epo", namespace="ops", is_install=True)
+    text = next(t for path, t in rendered.items() if path.endswith("/templates/admission.yaml"))
+    expect("'system:serviceaccount:ops:epo-egress-proxy-operator'" in text, "the policy's subject")
+    off = render({"admissionPolicy": {"enabled": False}})
+    expect(not off.get(f"{RELEASE}/templates/admission.yaml", "").strip(), "admissionPolicy.enabled=false")
+
+
 def default_deployment() -> None:
     objs = objects()
     dep = one(objs, "Deployment", RELEASE)
@@ -150,7 +194,8 @@ def default_objects() -> None:
     kinds = sorted({o["kind"] for o in objs})
     expect(
         kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "PodDisruptionBudget",
-                  "Role", "RoleBinding", "ServiceAccount"],
+                  "Role", "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding"],
         f"kinds {kinds}",
     )
     tenant = f"{RELEASE}-tenant"
@@ -214,6 +259,7 @@ def notes_tell_how_to_opt_in() -> None:
 
 def run_all() -> None:
     for fn in (lint, schema_is_strict, the_crd_is_the_generated_one,
-               deploy_rbac_is_the_chart_rendering, default_deployment, default_objects,
+               deploy_rbac_is_the_chart_rendering, deploy_admission_is_the_chart_rendering,
+               default_deployment, default_objects,
                values_reach_the_objects, notes_tell_how_to_opt_in):
         check(fn.__name__, fn)
