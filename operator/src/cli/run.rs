@@ -131,8 +131,11 @@ pub enum LogFormat {
 pub fn init_logs(log: &LogArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&log.log_level)
         .with_context(|| format!("invalid --log-level {:?}", log.log_level))?;
+    // Colour only for a terminal: not in `kubectl logs` or a log collector.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     let result = match log.log_format {
         LogFormat::Text => builder.try_init(),
