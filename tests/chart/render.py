@@ -64,6 +64,7 @@ metadata:
 EXPECTED_ARGS = [
     "run",
     "--leader-elect",
+    "--lease-name=egress-proxy-operator",
     "--admin-addr=0.0.0.0:8080",
     "--namespace-selector=egressproxy.io/enabled=true",
     "--log-format=json",

@@ -48,6 +48,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - run
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
+- {{ printf "--lease-name=%s" (include "epo.fullname" .) | quote }}
 {{- end }}
 - {{ printf "--admin-addr=0.0.0.0:%v" .Values.admin.port | quote }}
 {{- if .Values.watchNamespaces }}
