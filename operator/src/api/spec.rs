@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::status::EgressProxyPolicyStatus;
-use crate::noproxy::Dialect;
+use crate::noproxy::{Dialect, Widen};
 
 /// Proxy settings for the workloads of one namespace: which workloads get them, where the
 /// proxy credentials come from, and what must bypass the proxy (NO_PROXY).
@@ -281,6 +281,13 @@ pub struct NoProxySpec {
     /// same decision in every supported client.
     #[serde(default)]
     pub dialect: Dialect,
+
+    /// `Deny`: an entry the dialect can only write more widely (a `*.domain` whose spelling
+    /// would also send `domain` itself direct) is left out and listed in `status.uncovered`,
+    /// so nothing goes direct that should use the proxy. `Allow`: it is written, and the
+    /// extra hosts that go direct are listed in `status.warnings`.
+    #[serde(default)]
+    pub widen: Widen,
 }
 
 /// Switches for cluster discovery. Each discovered fact is reported with its source.

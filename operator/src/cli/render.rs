@@ -2,7 +2,7 @@
 use std::process::ExitCode;
 
 use super::explain::{Output, parse_dialect};
-use crate::noproxy::{IntentSet, render};
+use crate::noproxy::{IntentSet, Widen, render_with};
 
 /// Arguments of `render-no-proxy`.
 #[derive(Debug, clap::Args)]
@@ -13,12 +13,24 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// `deny`: an entry the dialect can only write more widely (a `*.domain` whose spelling
+    /// also sends `domain` itself direct) is left out and reported uncovered. `allow`: it is
+    /// written, with a warning naming the extra hosts (`spec.noProxy.widen`).
+    #[arg(long, value_enum, default_value_t = WidenArg::Deny)]
+    pub widen: WidenArg,
     /// Entries: `host`, `.domain`, `*.domain`, `*`, any of these with `:port`, IPv4, IPv6
     /// (`::1`, `[::1]`, `[::1]:443`), CIDR (`10.0.0.0/8`, `fd00::/8`). One argument may hold
     /// several entries separated by commas (blanks around them are ignored, as are empty
     /// pieces such as a trailing comma).
     #[arg(required = true, value_name = "ENTRY")]
     pub entries: Vec<String>,
+}
+
+/// `--widen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WidenArg {
+    Deny,
+    Allow,
 }
 
 /// Runs `render-no-proxy`: prints the value (text) or value, uncovered and warnings (JSON).
@@ -29,7 +41,11 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("invalid NO_PROXY entry {blank:?}: empty entry");
     }
     let set = IntentSet::parse(args.entries.iter().map(String::as_str))?;
-    let out = render(dialect, &set);
+    let widen = match args.widen {
+        WidenArg::Deny => Widen::Deny,
+        WidenArg::Allow => Widen::Allow,
+    };
+    let out = render_with(dialect, &set, widen);
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&out)?),
         Output::Text => {
@@ -53,6 +69,7 @@ mod tests {
         RenderArgs {
             dialect: dialect.to_owned(),
             output: Output::Json,
+            widen: WidenArg::Deny,
             entries: entries.iter().map(|s| (*s).to_owned()).collect(),
         }
     }

@@ -23,6 +23,8 @@ pub use dialects::Decision;
 pub use entry::{Intent, NameScope, ParseError, split_list};
 pub use env::{Env, redact, redact_proxy};
 pub use explain::{Explanation, Matcher, explain, explain_all};
-pub use render::{LARGE_VALUE, MAX_ARG_STRLEN, Rendered, Uncovered, env_string_len, render};
+pub use render::{
+    LARGE_VALUE, MAX_ARG_STRLEN, Rendered, Uncovered, Widen, env_string_len, render, render_with,
+};
 pub use set::IntentSet;
 pub use target::{Target, TargetError};

@@ -7,9 +7,11 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use super::Dialect;
-use super::dialects::{self, Expr, cidr_support};
+use super::dialects::{self, Decision, Expr, Model, cidr_support};
 use super::entry::{Intent, NameScope};
+use super::env::Env;
 use super::set::IntentSet;
+use super::target::Target;
 
 /// Linux `MAX_ARG_STRLEN` (include/uapi/linux/binfmts.h: `PAGE_SIZE * 32` = 131072 bytes with
 /// 4 KiB pages): the longest single `NAME=value` string (NUL included) `execve` accepts; a
@@ -66,8 +68,27 @@ impl Entries {
     }
 }
 
-/// Renders `set` for `dialect`. Deterministic: the same set gives the same value.
+/// Whether a spelling that sends more hosts direct than the intent may be written.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub enum Widen {
+    /// Never: an intent the dialect can only express more widely is left out and reported
+    /// as uncovered (its hosts go through the proxy).
+    #[default]
+    Deny,
+    /// Write the wider spelling and list the extra hosts that go direct in the warnings.
+    Allow,
+}
+
+/// Renders `set` for `dialect`, never sending a host direct that the intents route through
+/// the proxy. Deterministic: the same set gives the same value.
 pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
+    render_with(dialect, set, Widen::Deny)
+}
+
+/// [`render`], with the choice of writing wider spellings.
+pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered {
     let mut entries = Entries::default();
     let mut uncovered = Vec::new();
     let mut warnings = Vec::new();
@@ -78,6 +99,16 @@ pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
                 entries: es,
                 warning,
             }) => {
+                let (es, warning) = match widened(dialect, &intent, es, warning, widen) {
+                    Ok(kept) => kept,
+                    Err(reason) => {
+                        uncovered.push(Uncovered {
+                            entry: intent.to_string(),
+                            reason,
+                        });
+                        continue;
+                    }
+                };
                 entries.extend(es);
                 warnings.extend(warning);
                 if let Intent::Name {
@@ -110,6 +141,76 @@ pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
         uncovered,
         warnings,
     }
+}
+
+/// For a subdomains-only intent (`*.d`): whether the spelling also sends the apex `d`
+/// direct, asked of the dialect's own model (of every client, for `portable`). Such a
+/// spelling is refused (the reason), or with [`Widen::Allow`] kept with a warning naming the
+/// apex instead of the dialect's own.
+fn widened(
+    dialect: Dialect,
+    intent: &Intent,
+    entries: Vec<String>,
+    warning: Option<String>,
+    widen: Widen,
+) -> Result<(Vec<String>, Option<String>), String> {
+    let Intent::Name {
+        name,
+        scope: NameScope::Subdomains,
+        port,
+    } = intent
+    else {
+        return Ok((entries, warning));
+    };
+    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+    let apex = format!("http://{name}{port}/");
+    let value = entries.join(",");
+    let sends: Vec<Dialect> = if dialect == Dialect::Portable {
+        Dialect::clients().collect()
+    } else {
+        vec![dialect]
+    };
+    let leaky: Vec<&str> = sends
+        .iter()
+        .filter(|d| direct(**d, &value, &apex))
+        .map(|d| d.name())
+        .collect();
+    if leaky.is_empty() {
+        return Ok((entries, warning));
+    }
+    let who = leaky.join(", ");
+    match widen {
+        Widen::Deny => Err(format!(
+            "{who} cannot send only the subdomains of {name} direct: `{value}` would send \
+             {name} itself direct too (spec.noProxy.widen: Allow writes it anyway)"
+        )),
+        Widen::Allow => Ok((
+            entries,
+            Some(format!(
+                "`{value}` for {intent} also sends {name} itself direct in {who} \
+                 (spec.noProxy.widen: Allow)"
+            )),
+        )),
+    }
+}
+
+/// Whether `dialect`'s model sends `url` direct with NO_PROXY=`value` and a proxy set.
+fn direct(dialect: Dialect, value: &str, url: &str) -> bool {
+    let proxy = "http://proxy.invalid:3128";
+    let env: Env = [
+        ("http_proxy", proxy),
+        ("HTTP_PROXY", proxy),
+        ("https_proxy", proxy),
+        ("HTTPS_PROXY", proxy),
+        ("no_proxy", value),
+        ("NO_PROXY", value),
+    ]
+    .into_iter()
+    .collect();
+    let Ok(target) = Target::parse(url) else {
+        return false;
+    };
+    Model::new(dialect, &env).is_some_and(|m| m.decide(&target).decision == Decision::Direct)
 }
 
 /// The entries of the IPs inside `net` that the canonical set folded into it.
@@ -249,9 +350,6 @@ fn portable(intent: &Intent) -> Result<Expr, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::noproxy::dialects::{Decision, Model};
-    use crate::noproxy::env::Env;
-    use crate::noproxy::target::Target;
 
     fn r(d: Dialect, entries: &str) -> Rendered {
         render(d, &IntentSet::parse([entries]).unwrap())
@@ -289,16 +387,25 @@ mod tests {
         );
         assert_eq!(
             out.value,
-            ".apps.example,corp.example,.corp.example,registry.internal,10.0.0.7"
+            "corp.example,.corp.example,registry.internal,10.0.0.7"
         );
         let dropped: Vec<&str> = out.uncovered.iter().map(|u| u.entry.as_str()).collect();
-        assert_eq!(dropped, ["r.example:5000", "10.96.0.0/12", "fd00::1"]);
-        assert!(out.uncovered[1].reason.contains("python-urllib"));
+        // `*.apps.example`: some clients would send apps.example itself direct too.
+        assert_eq!(
+            dropped,
+            [
+                "*.apps.example",
+                "r.example:5000",
+                "10.96.0.0/12",
+                "fd00::1"
+            ]
+        );
+        assert!(out.uncovered[0].reason.contains("apps.example itself"));
+        assert!(out.uncovered[2].reason.contains("python-urllib"));
         // Every kept intent: every client sends it direct; a neighbour still goes via proxy.
         for url in [
             "http://corp.example/",
             "https://a.b.corp.example/",
-            "http://x.apps.example/",
             "http://registry.internal/",
             "http://10.0.0.7/",
         ] {
@@ -371,7 +478,8 @@ mod tests {
     #[test]
     fn dialect_spellings() {
         assert_eq!(r(Dialect::NodeProxyFromEnv, ".d").value, "d,.d");
-        assert_eq!(r(Dialect::NodeUndici, "*.d").value, ".d");
+        let undici = r(Dialect::NodeUndici, "*.d");
+        assert_eq!((undici.value.as_str(), undici.uncovered.len()), ("", 1));
         assert_eq!(
             r(Dialect::Go, "[fd00::1],[fd00::2]:443").value,
             "[fd00::2]:443,fd00::1"
@@ -389,6 +497,55 @@ mod tests {
         let h = r(Dialect::PythonHttpx, "fd00::/8,10.0.0.0/8,d:443");
         assert_eq!(h.value, "");
         assert_eq!(h.uncovered.len(), 3);
+    }
+
+    /// `*.corp.example` (the apex routes through the proxy): each dialect writes it only
+    /// where its model sends the subdomains direct and the apex through the proxy; the others
+    /// report it uncovered, or with `Widen::Allow` write the wider spelling and say so.
+    #[test]
+    fn subdomains_only_never_widens_unless_allowed() {
+        let set = IntentSet::parse(["*.corp.example"]).unwrap();
+        let mut exact = Vec::new();
+        for d in Dialect::ALL {
+            let out = render(d, &set);
+            let models: Vec<Dialect> = if d == Dialect::Portable {
+                Dialect::clients().collect()
+            } else {
+                vec![d]
+            };
+            if out.uncovered.is_empty() {
+                exact.push(d.name());
+                for m in models {
+                    assert!(
+                        !direct(m, &out.value, "http://corp.example/"),
+                        "{d} via {m}"
+                    );
+                    assert!(
+                        direct(m, &out.value, "http://a.corp.example/"),
+                        "{d} via {m}"
+                    );
+                }
+            } else {
+                assert_eq!(out.value, "", "{d}");
+                assert!(
+                    out.uncovered[0].reason.contains("corp.example itself"),
+                    "{d}"
+                );
+                let wide = render_with(d, &set, Widen::Allow);
+                assert!(!wide.value.is_empty() && wide.uncovered.is_empty(), "{d}");
+                assert!(
+                    wide.warnings
+                        .iter()
+                        .any(|w| w.contains("corp.example itself")),
+                    "{d}: {:?}",
+                    wide.warnings
+                );
+            }
+        }
+        assert_eq!(
+            exact,
+            ["wget", "go", "python-httpx", "node-proxy-from-env", "ruby"]
+        );
     }
 
     proptest::proptest! {

@@ -7,7 +7,7 @@ use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::credentials::ProxyUrls;
 use crate::discovery::{self, ClusterInputs};
-use crate::noproxy::{Intent, IntentSet, MAX_ARG_STRLEN, Rendered, env_string_len, render};
+use crate::noproxy::{Intent, IntentSet, MAX_ARG_STRLEN, Rendered, env_string_len, render_with};
 
 /// What the six variables together may take, in bytes: a quarter of the 1 MiB that
 /// `ARG_MAX` leaves with a small (4 MiB) stack limit, so the container's own environment
@@ -22,7 +22,8 @@ pub(super) fn rendered(
     let (facts, intents) = intents(policy, cluster);
     let rendered = intents.and_then(|intents| {
         let dialect = policy.spec.no_proxy.dialect;
-        let r = render(dialect, &IntentSet::new(intents));
+        let widen = policy.spec.no_proxy.widen;
+        let r = render_with(dialect, &IntentSet::new(intents), widen);
         everything_direct(policy, &r)?;
         let size = env_string_len("NO_PROXY", &r.value);
         if size > MAX_ARG_STRLEN {
