@@ -58,6 +58,9 @@ struct PolicyValue {
     value: String,
 }
 
+/// A policy's namespace and name.
+type PolicyId = (String, String);
+
 /// What one policy's status contributes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Figures {
@@ -83,7 +86,8 @@ pub struct Metrics {
     slot: Family<PolicyValue, Gauge>,
     policies: Mutex<BTreeMap<(String, String), Figures>>,
     /// The policies listed since the policy watch started a re-list.
-    relist: Mutex<Option<BTreeSet<(String, String)>>>,
+    /// Per policy watch in a re-list (its namespace; `None`: cluster-wide), what it listed.
+    relist: Mutex<BTreeMap<Option<String>, BTreeSet<PolicyId>>>,
 }
 
 impl Default for Metrics {
@@ -197,14 +201,13 @@ impl Metrics {
     /// The policy cache applied `policy` (or deleted it, `None`): its status's figures.
     pub(crate) fn saw_policy(&self, ns: &str, name: &str, policy: Option<&EgressProxyPolicy>) {
         let key = (ns.to_owned(), name.to_owned());
-        if let Some(seen) = self
-            .relist
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
-            seen.insert(key.clone());
+        let mut relists = self.relist.lock().unwrap_or_else(|p| p.into_inner());
+        for (scope, seen) in relists.iter_mut() {
+            if covers(scope.as_deref(), ns) {
+                seen.insert(key.clone());
+            }
         }
+        drop(relists);
         let figures = policy.map(|p| figures(p.status.as_ref()));
         let mut all = self.policies.lock().unwrap_or_else(|p| p.into_inner());
         let before = match &figures {
@@ -261,19 +264,28 @@ impl Metrics {
             .set(selected - up);
     }
 
-    /// The policy watch re-lists: policies it does not list again were deleted meanwhile.
-    pub(crate) fn relisting(&self) {
-        *self.relist.lock().unwrap_or_else(|p| p.into_inner()) = Some(BTreeSet::new());
+    /// The policy watch of `scope` (a namespace, or `None` for the cluster) re-lists: the
+    /// policies there that it does not list again were deleted meanwhile.
+    pub(crate) fn relisting(&self, scope: Option<&str>) {
+        let mut relists = self.relist.lock().unwrap_or_else(|p| p.into_inner());
+        relists.insert(scope.map(str::to_owned), BTreeSet::new());
     }
 
-    /// The re-list is complete: forget the policies it did not list.
-    pub(crate) fn relisted(&self) {
-        let Some(seen) = self.relist.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+    /// The re-list of `scope` is complete: forget its policies that it did not list.
+    pub(crate) fn relisted(&self, scope: Option<&str>) {
+        let key = scope.map(str::to_owned);
+        let seen = self
+            .relist
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        let Some(seen) = seen else {
             return;
         };
         let gone: Vec<(String, String)> = {
             let all = self.policies.lock().unwrap_or_else(|p| p.into_inner());
-            all.keys().filter(|k| !seen.contains(*k)).cloned().collect()
+            let stale = |k: &&(String, String)| covers(scope, &k.0) && !seen.contains(*k);
+            all.keys().filter(stale).cloned().collect()
         };
         for (ns, name) in gone {
             self.saw_policy(&ns, &name, None);
@@ -288,6 +300,11 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Whether a policy watch of `scope` sees namespace `ns`.
+fn covers(scope: Option<&str>, ns: &str) -> bool {
+    scope.is_none_or(|s| s == ns)
 }
 
 fn figures(status: Option<&EgressProxyPolicyStatus>) -> Figures {
@@ -418,14 +435,21 @@ mod tests {
         );
         // A re-list that does not list q again: q was deleted while the watch was down.
         m.saw_policy("n", "p", Some(&policy("True", 1, 1, None, "main")));
-        m.relisting();
+        m.relisting(None);
         m.saw_policy("n", "p", Some(&policy("True", 1, 1, None, "main")));
-        m.relisted();
+        m.relisted(None);
         let text = m.encode(false);
         assert!(
             !text.contains("policy=\"q\"") && text.contains("policy=\"p\""),
             "{text}"
         );
+        // A namespaced install: one namespace's re-list forgets nothing of another's.
+        m.saw_policy("a", "x", Some(&policy("True", 1, 1, None, "main")));
+        m.relisting(Some("n"));
+        m.relisted(Some("n"));
+        let text = m.encode(false);
+        assert!(text.contains("namespace=\"a\",policy=\"x\""), "{text}");
+        assert!(!text.contains("policy=\"p\""), "{text}");
         m.reconciled(Duration::from_millis(20), Some("conflict"));
         m.reconciled(Duration::from_millis(20), None);
         let r = lines(&m, "egress_proxy_reconciles_total");

@@ -295,6 +295,7 @@ impl Scope<'_> {
         let (recent, tenancy) = (self.recent.clone(), self.tenancy.clone());
         let metrics = self.settings.metrics.clone();
         let readiness = self.settings.readiness.clone();
+        let watched = scope.clone();
         let mut listed = false;
         let mut relist = watches::Relist::default();
         let policy_stream = watcher(api, watcher::Config::default().any_semantic())
@@ -303,7 +304,7 @@ impl Scope<'_> {
             .reflect(policy_writer)
             .inspect(move |e| {
                 if let Ok(e) = e {
-                    saw_policy(&recent, &metrics, &mut relist, e);
+                    saw_policy(&recent, (&metrics, watched.as_deref()), &mut relist, e);
                     // Not Store::wait_until_ready: its waiter is single, and the controller
                     // waits on it too.
                     if matches!(e, watcher::Event::InitDone)
@@ -355,7 +356,7 @@ async fn drive(
 /// Tells [`Recent`] what the policy cache applied.
 fn saw_policy(
     recent: &Recent,
-    metrics: &Metrics,
+    (metrics, scope): (&Metrics, Option<&str>),
     relist: &mut watches::Relist,
     e: &watcher::Event<EgressProxyPolicy>,
 ) {
@@ -368,8 +369,8 @@ fn saw_policy(
             (p, Seen::Applied(p.metadata.resource_version.as_ref()))
         }
         watcher::Event::Delete(p) => (p, Seen::Deleted),
-        watcher::Event::Init => return metrics.relisting(),
-        watcher::Event::InitDone => return metrics.relisted(),
+        watcher::Event::Init => return metrics.relisting(scope),
+        watcher::Event::InitDone => return metrics.relisted(scope),
     };
     let key = (p.namespace().unwrap_or_default(), p.name_any());
     let kept = matches!(seen, Seen::Applied(_)).then_some(p);
