@@ -461,8 +461,9 @@ fn run(s: &Scenario) -> Result<Option<RotationPhase>, TestCaseError> {
         if phase == Some(RotationPhase::Complete) && s.reverse_at.is_none_or(|r| step > r) {
             break;
         }
-        if s.finishes.iter().all(|f| !f) {
-            // Nothing ever finishes rolling: no termination to prove.
+        if s.finishes.iter().all(|f| !f) && s.reverse_at.is_none_or(|r| step >= r) {
+            // Nothing ever finishes rolling: no termination to prove (once the reversal, if
+            // any, has been seen).
             break;
         }
     }
