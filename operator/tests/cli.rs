@@ -228,7 +228,11 @@ fn render_json_has_value_uncovered_and_warnings() {
         ],
         &[],
     ));
-    assert_eq!(v["value"], "corp.example,registry.internal");
+    // Each name also with a trailing dot: python-urllib compares names literally.
+    assert_eq!(
+        v["value"],
+        "corp.example,corp.example.,registry.internal,registry.internal."
+    );
     let uncovered = v["uncovered"].as_array().expect("uncovered");
     assert_eq!(uncovered.len(), 1, "{v}");
     assert_eq!(uncovered[0]["entry"], "10.20.0.0/16");
@@ -254,10 +258,11 @@ fn render_text_prints_the_value_and_accepts_comma_lists() {
         &[],
     );
     assert!(out.status.success(), "{}", all_text(&out));
-    // `.svc` means svc and its subdomains; Go spells that `svc`. The two halves aggregate.
+    // `.svc` means svc and its subdomains; Go spells that `svc` (and `svc.` for names
+    // written with a trailing dot). The two halves aggregate.
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "svc,10.0.0.0/8"
+        "svc,svc.,10.0.0.0/8"
     );
 }
 

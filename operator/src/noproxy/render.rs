@@ -109,8 +109,11 @@ pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered 
                         continue;
                     }
                 };
+                let (dots, dot_warning) = dotted(dialect, &intent, &es);
                 entries.extend(es);
+                entries.extend(dots);
                 warnings.extend(warning);
+                warnings.extend(dot_warning);
                 if let Intent::Name {
                     name,
                     scope: NameScope::Host,
@@ -191,6 +194,65 @@ fn widened(
                  (spec.noProxy.widen: Allow)"
             )),
         )),
+    }
+}
+
+/// Names written with a trailing dot (`kubernetes.default.svc.cluster.local.`, which skips
+/// the resolver's search list) are compared literally by most clients, so the plain
+/// spelling does not send them direct. Returns the dotted spellings to add where they make
+/// the dotted forms go direct without sending any other host direct, else a warning.
+fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Option<String>) {
+    let Intent::Name { name, scope, port } = intent else {
+        return (Vec::new(), None);
+    };
+    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+    let url = |host: &str| format!("http://{host}{port}/");
+    let covered: Vec<String> = match scope {
+        NameScope::Host => vec![url(&format!("{name}."))],
+        NameScope::Domain => vec![url(&format!("{name}.")), url(&format!("x.{name}."))],
+        NameScope::Subdomains => vec![url(&format!("x.{name}."))],
+    };
+    // Hosts the plain spelling leaves to the proxy must stay there.
+    let mut outside = vec![url(&format!("x{name}.")), url(&format!("x{name}"))];
+    if *scope == NameScope::Subdomains {
+        outside.extend([url(&format!("{name}.")), url(name)]);
+    }
+    let models: Vec<Dialect> = if dialect == Dialect::Portable {
+        Dialect::clients().collect()
+    } else {
+        vec![dialect]
+    };
+    let all_direct = |value: &str, urls: &[String]| {
+        models
+            .iter()
+            .all(|m| urls.iter().all(|u| direct(*m, value, u)))
+    };
+    let plain = es.join(",");
+    if all_direct(&plain, &covered) {
+        return (Vec::new(), None);
+    }
+    let dots: Vec<String> = es.iter().map(|e| with_dot(e)).collect();
+    let value = format!("{plain},{}", dots.join(","));
+    let kept_out = |v: &str| {
+        outside
+            .iter()
+            .filter(|u| !models.iter().any(|m| direct(*m, &plain, u)))
+            .all(|u| !models.iter().any(|m| direct(*m, v, u)))
+    };
+    if all_direct(&value, &covered) && kept_out(&value) {
+        return (dots, None);
+    }
+    let warning = format!("{dialect}: {name}. (with a trailing dot) goes through the proxy");
+    (Vec::new(), Some(warning))
+}
+
+/// `entry` with a trailing dot on its name, before any port.
+fn with_dot(entry: &str) -> String {
+    match entry.rsplit_once(':') {
+        Some((host, p)) if p.chars().all(|c| c.is_ascii_digit()) && !host.contains(':') => {
+            format!("{host}.:{p}")
+        }
+        _ => format!("{entry}."),
     }
 }
 
@@ -387,7 +449,8 @@ mod tests {
         );
         assert_eq!(
             out.value,
-            "corp.example,.corp.example,registry.internal,10.0.0.7"
+            "corp.example,.corp.example,corp.example.,.corp.example.,registry.internal,\
+             registry.internal.,10.0.0.7"
         );
         let dropped: Vec<&str> = out.uncovered.iter().map(|u| u.entry.as_str()).collect();
         // `*.apps.example`: some clients would send apps.example itself direct too.
@@ -546,6 +609,45 @@ mod tests {
             exact,
             ["wget", "go", "python-httpx", "node-proxy-from-env", "ruby"]
         );
+    }
+
+    /// Dotted names (`x.cluster.local.`) go direct in every dialect, and no lookalike does.
+    #[test]
+    fn trailing_dot_names_go_direct_too() {
+        let set = IntentSet::parse([".cluster.local,registry.internal"]).unwrap();
+        for d in Dialect::ALL {
+            let out = render(d, &set);
+            let models: Vec<Dialect> = if d == Dialect::Portable {
+                Dialect::clients().collect()
+            } else {
+                vec![d]
+            };
+            for m in models {
+                for url in [
+                    "http://kubernetes.default.svc.cluster.local./",
+                    "http://cluster.local./",
+                    "http://registry.internal./",
+                ] {
+                    assert!(
+                        direct(m, &out.value, url),
+                        "{d} via {m}: {url} {}",
+                        out.value
+                    );
+                }
+                for url in ["http://xcluster.local./", "http://xregistry.internal./"] {
+                    assert!(
+                        !direct(m, &out.value, url),
+                        "{d} via {m}: {url} {}",
+                        out.value
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            with_dot("registry.internal:5000"),
+            "registry.internal.:5000"
+        );
+        assert_eq!(with_dot(".corp.example"), ".corp.example.");
     }
 
     proptest::proptest! {

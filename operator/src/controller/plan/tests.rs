@@ -327,8 +327,7 @@ fn hash_of(v: &WorkloadView) -> Option<String> {
 }
 
 /// In the default `portable` dialect: the CIDRs and `::1` are uncovered.
-const NO_PROXY: &str =
-    "cluster.corp,.cluster.corp,localhost,svc,.svc,10.43.0.1,127.0.0.1,192.168.1.10";
+const NO_PROXY: &str = "cluster.corp,.cluster.corp,cluster.corp.,.cluster.corp.,localhost,localhost.,svc,.svc,svc.,.svc.,10.43.0.1,127.0.0.1,192.168.1.10";
 
 // --- the first reconcile and the steady state ---
 
@@ -1232,7 +1231,7 @@ fn a_node_joining_re_renders_once_and_rolls_every_workload() {
     // Both nodes' pod CIDRs and addresses, aggregated.
     assert_eq!(
         cm["NO_PROXY"],
-        "cluster.corp,localhost,svc,10.42.0.0/23,10.43.0.0/16,127.0.0.1,192.168.1.10/31,::1"
+        "cluster.corp,cluster.corp.,localhost,localhost.,svc,svc.,10.42.0.0/23,10.43.0.0/16,127.0.0.1,192.168.1.10/31,::1"
     );
     assert_eq!(ids(&p), ["Deployment/api"]);
     w.settle();
@@ -1272,7 +1271,8 @@ fn a_no_proxy_a_process_cannot_start_with_blocks_and_writes_nothing() {
 fn the_six_variables_together_stay_within_the_budget() {
     let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
     // NO_PROXY alone fits one environment string, but twice with two long proxy URLs not.
-    w.policy.spec.no_proxy.additional = hosts(6150);
+    // (Each name is written twice, also with a trailing dot.)
+    w.policy.spec.no_proxy.additional = hosts(3040);
     let long = format!("http://u:{}@proxy.corp.example:3128", "p".repeat(2000));
     w.credentials = Some(urls(&long));
     assert_blocked(&w, reason::ENVIRONMENT_TOO_LARGE, "262144 bytes");
