@@ -692,7 +692,11 @@ def run_inner(args) -> int:
 
     # ---- render part
     render_results: list[dict] = []
-    rstats = {c: {"checks": 0, "pass": 0, "fail": 0, "excused": 0, "skipped": 0} for c in clients}
+    # Render checks: a false direct (the intents route the host through the proxy, the client went
+    # direct) and a wrong proxy (the intents send it direct, nothing said it cannot, the client
+    # used the proxy) must both be 0; a declared miss is an intent the render reported uncovered.
+    rstats = {c: {"checks": 0, "pass": 0, "false_direct": 0, "wrong_proxy": 0, "other": 0, "declared": 0}
+              for c in clients}
     if engine is not None and renders:
         t_r = time.monotonic()
         render_results, rfails = run_renders(renders, clients, runners, server, engine, rstats)
@@ -727,11 +731,12 @@ def run_inner(args) -> int:
     lines.append("")
     if engine is None:
         lines.append("observe-only run: no comparison with the engine")
-    lines.append(f"{'client':20s} {'cases':>6s} {'agree':>6s} {'disagree':>9s}   render: {'checks':>6s} {'pass':>5s} {'fail':>5s} {'excused':>8s} {'skipped':>8s}")
+    lines.append(f"{'client':20s} {'cases':>6s} {'agree':>6s} {'disagree':>9s}   render: {'checks':>6s} {'pass':>5s} {'false-direct':>12s} {'wrong-proxy':>11s} {'other':>5s} {'declared-miss':>13s}")
     for c in clients:
         s, rs = stats[c], rstats[c]
         lines.append(
-            f"{c:20s} {s['cases']:6d} {s['agree']:6d} {s['disagree']:9d}   render: {rs['checks']:6d} {rs['pass']:5d} {rs['fail']:5d} {rs['excused']:8d} {rs['skipped']:8d}"
+            f"{c:20s} {s['cases']:6d} {s['agree']:6d} {s['disagree']:9d}   render: {rs['checks']:6d} {rs['pass']:5d} "
+            f"{rs['false_direct']:12d} {rs['wrong_proxy']:11d} {rs['other']:5d} {rs['declared']:13d}"
         )
     lines.append("")
     if harness_errors:
@@ -741,12 +746,6 @@ def run_inner(args) -> int:
     if engine is not None:
         lines.append(f"DISAGREEMENTS ({len(disagreements)}):")
         lines += disagreements
-        excused = [r for r in render_results if r.get("result") == "excused"]
-        if excused:
-            lines.append("")
-            lines.append(f"EXCUSED by a render warning ({len(excused)}):")
-            for r in excused:
-                lines.append(f"  [{r['client']}] {r['id']} {r['url']}: {r['observed']} (expected {r['expect']}); warning: {r['warning']}")
     report = "\n".join(lines) + "\n"
     report_path = OUT / ("report.partial.txt" if (args.case or args.client) else "report.txt")
     if engine is not None:
@@ -770,8 +769,8 @@ def run_inner(args) -> int:
         n = len(observations)
         print(f"{n} passed, {len(harness_errors)} failed")
         return 1 if harness_errors else 0
-    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] + s["excused"] for s in rstats.values())
-    failed = sum(s["disagree"] for s in stats.values()) + sum(s["fail"] for s in rstats.values()) + len(harness_errors)
+    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] for s in rstats.values())
+    failed = sum(s["disagree"] for s in stats.values()) + sum(s["false_direct"] + s["wrong_proxy"] + s["other"] for s in rstats.values()) + len(harness_errors)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
@@ -797,12 +796,11 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                 targets = clients if d == "portable" else [d]
                 for c in targets:
                     rstats[c]["checks"] += 1
-                    rstats[c]["fail"] += 1
+                    rstats[c]["other"] += 1
                 fails.append(f"[render {d}] {rset['id']}: ENGINE ERROR {out['_error']}")
                 continue
             value = out.get("value", "")
             uncovered = {norm_entry(u.get("entry", "")) for u in out.get("uncovered", [])}
-            warnings = [w if isinstance(w, str) else json.dumps(w) for w in out.get("warnings", [])]
             env = {
                 "HTTP_PROXY": proxy,
                 "http_proxy": proxy,
@@ -826,8 +824,8 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                     # An uncovered intent is a declared miss for what should go direct; what
                     # should use the proxy is still checked (it must not go direct).
                     if norm_entry(pr["intent"]) in uncovered and pr["expect"] == "direct":
-                        rec["result"] = "skipped (intent uncovered)"
-                        rstats[c]["skipped"] += 1
+                        rec["result"] = "declared miss (intent uncovered)"
+                        rstats[c]["declared"] += 1
                         results.append(rec)
                         continue
                     job = {"id": f"render:{d}:{rset['id']}#{i}", "url": pr["url"], "env": env}
@@ -840,19 +838,20 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                         rec["result"] = "pass"
                         rstats[c]["pass"] += 1
                     else:
-                        warn = next((w for w in warnings if pr["intent"].lower() in w.lower()), None)
-                        if pr["expect"] == "proxy" and obs == "direct" and warn:
-                            rec["result"] = "excused"
-                            rec["warning"] = warn
-                            rstats[c]["excused"] += 1
+                        # No excuse: a warning does not make a wrong route right.
+                        if pr["expect"] == "proxy" and obs == "direct":
+                            kind = "false_direct"
+                        elif pr["expect"] == "direct" and obs == "proxy":
+                            kind = "wrong_proxy"
                         else:
-                            rec["result"] = "fail"
-                            rstats[c]["fail"] += 1
-                            fails.append(
-                                f"[render {d} -> {c}] {rset['id']}#{i} intent={pr['intent']!r} url={pr['url']}\n"
-                                f"    NO_PROXY={value!r}\n    expected {pr['expect']}, real client: {obs}"
-                                f"{' via ' + via if via else ''}{' (error: ' + str(res.get('error'))[:160] + ')' if obs == 'error' else ''}"
-                            )
+                            kind = "other"
+                        rec["result"] = kind
+                        rstats[c][kind] += 1
+                        fails.append(
+                            f"[render {d} -> {c}] {rset['id']}#{i} intent={pr['intent']!r} url={pr['url']}\n"
+                            f"    NO_PROXY={value!r}\n    expected {pr['expect']}, real client: {obs} ({kind})"
+                            f"{' via ' + via if via else ''}{' (error: ' + str(res.get('error'))[:160] + ')' if obs == 'error' else ''}"
+                        )
                     results.append(rec)
     return results, fails
 
