@@ -251,17 +251,13 @@ impl Metrics {
         let (selected, up) = all
             .values()
             .fold((0, 0), |(s, u), f| (s + f.selected, u + f.up_to_date));
-        self.workloads
-            .get_or_create(&State { state: "selected" })
-            .set(selected);
-        self.workloads
-            .get_or_create(&State {
-                state: "up_to_date",
-            })
-            .set(up);
-        self.workloads
-            .get_or_create(&State { state: "pending" })
-            .set(selected - up);
+        for (state, n) in [
+            ("selected", selected),
+            ("up_to_date", up),
+            ("pending", selected - up),
+        ] {
+            self.workloads.get_or_create(&State { state }).set(n);
+        }
     }
 
     /// The policy watch of `scope` (a namespace, or `None` for the cluster) re-lists: the

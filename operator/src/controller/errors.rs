@@ -83,10 +83,6 @@ impl Error {
     pub fn not_leader(&self) -> bool {
         match self {
             Error::Kube { source, .. } => crate::client::is_not_leader(source),
-            Error::Workloads(failed) => {
-                let refused = crate::client::NotLeader.to_string();
-                failed.iter().any(|(_, why)| why.contains(&refused))
-            }
             _ => false,
         }
     }

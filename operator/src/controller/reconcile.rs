@@ -421,7 +421,7 @@ impl Executor {
             Change::Apply(data) => self.write_config_map(data, false).await?,
             Change::Keep | Change::Delete => {}
         }
-        let failed = self.write_workloads(plan).await;
+        let failed = self.write_workloads(plan).await?;
         let done = plan.completion(&failed);
         self.delete_managed(&done).await?;
         let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -441,8 +441,9 @@ impl Executor {
         })
     }
 
-    /// Every planned workload write; returns the ones that failed, with one-line reasons.
-    async fn write_workloads(&self, plan: &Plan) -> Vec<(WorkloadId, String)> {
+    /// Every planned workload write; returns the ones that failed, with one-line reasons. A
+    /// write held back because the term ended stops the reconcile: none of the rest is sent.
+    async fn write_workloads(&self, plan: &Plan) -> Result<Vec<(WorkloadId, String)>, Error> {
         let mut failed = Vec::new();
         for w in &plan.writes {
             match self.write(&w.id, &w.write).await {
@@ -454,10 +455,13 @@ impl Executor {
                         .recent
                         .wrote_workload(id, cached.as_ref(), after, marker);
                 }
+                Err(e) if crate::client::is_not_leader(&e) => {
+                    return Err(Error::kube("writing", w.id.to_string())(e));
+                }
                 Err(e) => failed.push((w.id.clone(), super::errors::describe(&e))),
             }
         }
-        failed
+        Ok(failed)
     }
 
     /// The resourceVersion the workload cache holds now.

@@ -168,12 +168,7 @@ fn widened(
     let port = port.map(|p| format!(":{p}")).unwrap_or_default();
     let apex = format!("http://{name}{port}/");
     let value = entries.join(",");
-    let sends: Vec<Dialect> = if dialect == Dialect::Portable {
-        Dialect::clients().collect()
-    } else {
-        vec![dialect]
-    };
-    let leaky: Vec<&str> = sends
+    let leaky: Vec<&str> = clients_of(dialect)
         .iter()
         .filter(|d| direct(**d, &value, &apex))
         .map(|d| d.name())
@@ -217,11 +212,7 @@ fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Opt
     if *scope == NameScope::Subdomains {
         outside.extend([url(&format!("{name}.")), url(name)]);
     }
-    let models: Vec<Dialect> = if dialect == Dialect::Portable {
-        Dialect::clients().collect()
-    } else {
-        vec![dialect]
-    };
+    let models = clients_of(dialect);
     let all_direct = |value: &str, urls: &[String]| {
         models
             .iter()
@@ -256,10 +247,20 @@ fn with_dot(entry: &str) -> String {
     }
 }
 
-/// Whether `dialect`'s model sends `url` direct with NO_PROXY=`value` and a proxy set.
-fn direct(dialect: Dialect, value: &str, url: &str) -> bool {
+/// The clients whose decisions a value in `dialect` must get right: every client for
+/// `portable`, else the dialect's own.
+fn clients_of(dialect: Dialect) -> Vec<Dialect> {
+    if dialect == Dialect::Portable {
+        Dialect::clients().collect()
+    } else {
+        vec![dialect]
+    }
+}
+
+/// All four proxy variables set, and NO_PROXY/no_proxy = `value`.
+fn proxied_env(value: &str) -> Env {
     let proxy = "http://proxy.invalid:3128";
-    let env: Env = [
+    [
         ("http_proxy", proxy),
         ("HTTP_PROXY", proxy),
         ("https_proxy", proxy),
@@ -268,10 +269,15 @@ fn direct(dialect: Dialect, value: &str, url: &str) -> bool {
         ("NO_PROXY", value),
     ]
     .into_iter()
-    .collect();
+    .collect()
+}
+
+/// Whether `dialect`'s model sends `url` direct with NO_PROXY=`value` and a proxy set.
+fn direct(dialect: Dialect, value: &str, url: &str) -> bool {
     let Ok(target) = Target::parse(url) else {
         return false;
     };
+    let env = proxied_env(value);
     Model::new(dialect, &env).is_some_and(|m| m.decide(&target).decision == Decision::Direct)
 }
 
@@ -418,16 +424,7 @@ mod tests {
     }
 
     fn decide_all(value: &str, url: &str) -> Vec<(Dialect, Decision)> {
-        let env: Env = [
-            ("http_proxy", "http://p:3128"),
-            ("HTTP_PROXY", "http://p:3128"),
-            ("https_proxy", "http://p:3128"),
-            ("HTTPS_PROXY", "http://p:3128"),
-            ("no_proxy", value),
-            ("NO_PROXY", value),
-        ]
-        .into_iter()
-        .collect();
+        let env = proxied_env(value);
         let t = Target::parse(url).unwrap();
         Dialect::clients()
             .map(|d| (d, Model::new(d, &env).unwrap().decide(&t).decision))
@@ -571,11 +568,7 @@ mod tests {
         let mut exact = Vec::new();
         for d in Dialect::ALL {
             let out = render(d, &set);
-            let models: Vec<Dialect> = if d == Dialect::Portable {
-                Dialect::clients().collect()
-            } else {
-                vec![d]
-            };
+            let models = clients_of(d);
             if out.uncovered.is_empty() {
                 exact.push(d.name());
                 for m in models {
@@ -617,11 +610,7 @@ mod tests {
         let set = IntentSet::parse([".cluster.local,registry.internal"]).unwrap();
         for d in Dialect::ALL {
             let out = render(d, &set);
-            let models: Vec<Dialect> = if d == Dialect::Portable {
-                Dialect::clients().collect()
-            } else {
-                vec![d]
-            };
+            let models = clients_of(d);
             for m in models {
                 for url in [
                     "http://kubernetes.default.svc.cluster.local./",
