@@ -11,5 +11,6 @@ pub(crate) mod discovery;
 pub mod leader;
 pub mod metrics;
 pub mod noproxy;
+pub mod probe;
 pub mod rotation;
 pub(crate) mod workloads;

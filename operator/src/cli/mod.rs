@@ -1,7 +1,8 @@
-//! Command-line interface: `run`, `demo`, `crd`, `explain`, `render-no-proxy`.
+//! Command-line interface: `run`, `demo`, `crd`, `explain`, `render-no-proxy`, `probe`.
 
 mod demo;
 mod explain;
+mod probe;
 mod render;
 mod run;
 
@@ -30,6 +31,9 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// Write NO_PROXY entries in the syntax of one HTTP client.
     RenderNoProxy(render::RenderArgs),
+    /// Check from this environment (a Pod's) that endpoints go direct, through the proxy, or
+    /// are refused, as expected; print the results as JSON.
+    Probe(probe::ProbeArgs),
 }
 
 /// Entry point of the binary.
@@ -41,6 +45,7 @@ pub fn main() -> ExitCode {
         Command::Crd => print_crd(),
         Command::Explain(args) => explain::run(args),
         Command::RenderNoProxy(args) => render::run(args),
+        Command::Probe(args) => probe::run(args),
     };
     match result {
         Ok(code) => code,

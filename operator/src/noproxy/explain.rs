@@ -79,6 +79,13 @@ impl Matcher {
         }
     }
 
+    /// The decision for one destination and, when it is `proxy`, the proxy URL as the
+    /// environment spells it (credentials included: for connecting, never for printing).
+    pub fn route(&self, target: &Target, url: &str) -> (Explanation, Option<String>) {
+        let proxy = self.decide_verdict(target).proxy;
+        (self.decide(target, url), proxy)
+    }
+
     /// Only the decision (no text): the fast path for bulk checks.
     pub fn decision(&self, target: &Target) -> Decision {
         self.decide_verdict(target).decision
