@@ -5,6 +5,8 @@
 pub const READY: &str = "Ready";
 pub const RECONCILING: &str = "Reconciling";
 pub const STALLED: &str = "Stalled";
+/// Set when `spec.verification` is: the last probe of the current configuration.
+pub const VERIFIED: &str = "Verified";
 
 /// Condition reasons.
 pub mod reason {
@@ -37,6 +39,12 @@ pub mod reason {
     pub const NAMESPACE_NOT_AUTHORIZED: &str = "NamespaceNotAuthorized";
     pub const MANAGED_OBJECT_CONFLICT: &str = "ManagedObjectConflict";
     pub const SUSPENDED: &str = "Suspended";
+    /// Verified: every endpoint took its path.
+    pub const VERIFICATION_PASSED: &str = "VerificationPassed";
+    /// Verified (and Ready while a switch waits on it): an endpoint did not.
+    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
+    /// Verified: the probe Job for the current configuration is running.
+    pub const VERIFICATION_PENDING: &str = "VerificationPending";
 }
 
 /// Event reasons besides the Ready reasons above (an Event is also published with the new

@@ -367,9 +367,33 @@ impl Default for RolloutSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerificationSpec {
-    /// Each endpoint and the path its traffic must take.
-    #[schemars(length(min = 1, max = 20))]
+    /// Each endpoint and the path its traffic must take, besides the Kubernetes API
+    /// Service (`https://kubernetes.default.svc.<cluster domain>/`, expected `Direct`), which
+    /// is always checked.
+    #[serde(default)]
+    #[schemars(length(max = 20))]
     pub endpoints: Vec<VerificationEndpoint>,
+    /// Verify again this often (`30m`, `6h`, `1d`; at least `5m`) even when nothing
+    /// changed. Unset: only before a switch and on demand (annotation `egressproxy.io/verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[1-9][0-9]{0,5}(m|h|d)$"))]
+    pub interval: Option<String>,
+}
+
+impl VerificationSpec {
+    /// `interval` in seconds; `None` when unset or shorter than five minutes.
+    pub fn interval_seconds(&self) -> Option<u64> {
+        let text = self.interval.as_deref()?;
+        let (n, unit) = text.split_at(text.len().checked_sub(1)?);
+        let n: u64 = n.parse().ok()?;
+        let secs = n * match unit {
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => return None,
+        };
+        (secs >= 300).then_some(secs)
+    }
 }
 
 /// One endpoint to check.

@@ -50,6 +50,62 @@ pub struct EgressProxyPolicyStatus {
     /// Counts of selected and up-to-date workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workloads: Option<WorkloadCounts>,
+
+    /// The last finished verification from inside the cluster (`spec.verification`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStatus>,
+}
+
+/// One run of the probe Job: what it checked, where, and what each endpoint did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationStatus {
+    /// The probe Job (its name identifies the run).
+    pub job: String,
+    /// What was checked: a digest of the slot, configuration hash, dialect and endpoints.
+    pub key: String,
+    /// When the result was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+    /// The credential slot checked.
+    pub slot: String,
+    /// The configuration hash checked (the one workloads get once it passes).
+    pub config_hash: String,
+    /// Every endpoint took its expected path.
+    pub passed: bool,
+    /// What failed, in words (the first failing endpoint), or what was checked.
+    pub message: String,
+    /// The Pod that ran the probe, its node and image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Per endpoint, in the order checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointCheck>,
+}
+
+/// One endpoint as the probe found it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointCheck {
+    pub url: String,
+    /// `Direct`, `Proxied` or `Blocked`.
+    pub expect: String,
+    /// `Direct`, `Proxied`, `Blocked` or `Failed`.
+    pub got: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<u16>,
+    pub via_proxy: bool,
+    /// The addresses the Pod's resolver returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns: Vec<String>,
+    pub latency_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An intent left out of NO_PROXY.

@@ -42,6 +42,15 @@ pub struct ProbeArgs {
     /// cluster CA from the `kube-root-ca.crt` ConfigMap for the Kubernetes Service.
     #[arg(long = "ca-file", value_name = "PATH")]
     pub ca_files: Vec<PathBuf>,
+    /// CA certificates as PEM text, also trusted (probe Jobs set it from the namespace's
+    /// `kube-root-ca.crt` ConfigMap). Empty: none.
+    #[arg(
+        long,
+        env = "EGRESS_PROXY_PROBE_CA",
+        value_name = "PEM",
+        hide_env_values = true
+    )]
+    pub ca_pem: Option<String>,
     /// Seconds each connection and request may take.
     #[arg(long, default_value_t = 10)]
     pub timeout: u64,
@@ -76,7 +85,8 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let dialect = super::explain::parse_dialect(&args.dialect)?;
     let matcher = Matcher::new(dialect, &Env::from_process());
-    let requester = Requester::new(&args.ca_files, Duration::from_secs(args.timeout.max(1)))?;
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let requester = Requester::new(&args.ca_files, args.ca_pem.as_deref(), timeout)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -57,6 +57,11 @@ pub struct RunArgs {
     /// Serve /healthz, /readyz and /metrics (OpenMetrics) on this address, e.g. 0.0.0.0:8080.
     #[arg(long, value_name = "ADDR")]
     pub admin_addr: Option<std::net::SocketAddr>,
+    /// The image of the probe Jobs that verify policies with `spec.verification` (the
+    /// operator's own image: it runs `egress-proxy-operator probe`). Unset: such policies
+    /// report VerificationFailed and switch nothing.
+    #[arg(long, env = "PROBE_IMAGE", value_name = "IMAGE")]
+    pub probe_image: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -232,6 +237,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             leadership,
             metrics,
             readiness,
+            probe_image: args.probe_image.clone().filter(|i| !i.is_empty()),
             ..Settings::default()
         };
         tracing::info!(selector = %settings.namespace_selector, namespaces = ?settings.namespaces, "starting");

@@ -7,6 +7,7 @@ mod conditions;
 mod errors;
 mod objects;
 mod plan;
+mod probe;
 mod recent;
 mod reconcile;
 mod tenancy;
@@ -85,6 +86,8 @@ pub struct Settings {
     pub metrics: Arc<Metrics>,
     /// Set once every controller's caches have synced (`/readyz`).
     pub readiness: Arc<Readiness>,
+    /// The image of probe Jobs (`spec.verification`): the operator's own.
+    pub probe_image: Option<String>,
 }
 
 impl Default for Settings {
@@ -103,6 +106,7 @@ impl Default for Settings {
             leadership: Leadership::always(),
             metrics: Arc::default(),
             readiness: Arc::default(),
+            probe_image: None,
         }
     }
 }

@@ -37,6 +37,13 @@ const CACHE_START: Duration = Duration::from_secs(5);
 /// How soon a policy whose workloads are rolling is looked at again.
 const ROLLING_RECHECK: Duration = Duration::from_secs(5);
 
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Discovery inputs from the caches.
 pub(super) fn cluster_inputs(ctx: &Ctx) -> ClusterInputs {
     let d = &ctx.discovery;
@@ -162,15 +169,25 @@ struct Executor {
 impl Executor {
     async fn run(&self) -> Result<Action, Error> {
         let o = self.observe().await?;
-        let mut plan = self.plan(&o, None);
+        let mut plan = self.plan(&o, None, None);
+        let mut pods = None;
         if plan.needs_pods {
-            let pods = self.pods_per_slot().await?;
-            plan = self.plan(&o, Some(&pods));
+            pods = Some(self.pods_per_slot().await?);
+            plan = self.plan(&o, pods.as_ref(), None);
+        }
+        if let Some(w) = plan.needs_probe.clone() {
+            let run = super::probe::run(&self.ctx.client, &self.ns, &w).await?;
+            plan = self.plan(&o, pods.as_ref(), Some(&run));
         }
         self.execute(&plan, &o).await
     }
 
-    fn plan(&self, o: &Observation, pods: Option<&BTreeMap<String, usize>>) -> Plan {
+    fn plan(
+        &self,
+        o: &Observation,
+        pods: Option<&BTreeMap<String, usize>>,
+        probe: Option<&plan::verify::ProbeRun>,
+    ) -> Plan {
         let others: Vec<&EgressProxyPolicy> = o.others.iter().map(Arc::as_ref).collect();
         plan::plan(&plan::Inputs {
             policy: &self.policy,
@@ -187,6 +204,9 @@ impl Executor {
             recent: &o.recent,
             previous: &o.previous,
             new_key: &o.new_key,
+            probe_image: self.ctx.settings.probe_image.as_deref(),
+            probe,
+            unix_now: unix_now(),
         })
     }
 
@@ -420,6 +440,9 @@ impl Executor {
             Change::Create(data) => self.write_config_map(data, true).await?,
             Change::Apply(data) => self.write_config_map(data, false).await?,
             Change::Keep | Change::Delete => {}
+        }
+        if let Some(job) = &plan.create_probe {
+            super::probe::create(&self.ctx.client, &self.ns, job).await?;
         }
         let failed = self.write_workloads(plan).await?;
         let done = plan.completion(&failed);

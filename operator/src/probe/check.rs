@@ -3,7 +3,9 @@
 use std::time::Instant;
 
 use super::net::Requester;
-use super::{EndpointResult, Got, Observation, Outcome, Route, judge, needs_leak_check};
+use super::{
+    EndpointResult, Got, Observation, Outcome, Route, expect_name, judge, needs_leak_check,
+};
 use crate::api::ExpectedPath;
 use crate::noproxy::{Decision, Matcher, Target, redact};
 
@@ -57,8 +59,8 @@ pub async fn check(
     );
     EndpointResult {
         url: shown,
-        expect,
-        got: v.got,
+        expect: expect_name(expect).to_owned(),
+        got: v.got.as_str().to_owned(),
         ok: v.ok,
         status_code: v.status_code,
         via_proxy,
@@ -71,8 +73,8 @@ pub async fn check(
 fn unusable(url: String, expect: ExpectedPath, error: String) -> EndpointResult {
     EndpointResult {
         url,
-        expect,
-        got: Got::Failed,
+        expect: expect_name(expect).to_owned(),
+        got: Got::Failed.as_str().to_owned(),
         ok: false,
         status_code: None,
         via_proxy: false,

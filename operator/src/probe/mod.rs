@@ -62,18 +62,26 @@ pub struct Observation {
 }
 
 /// One endpoint's result, as printed and as stored in the policy's status.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct EndpointResult {
-    pub url: String,
-    pub expect: ExpectedPath,
-    pub got: Got,
-    pub ok: bool,
-    pub status_code: Option<u16>,
-    pub via_proxy: bool,
-    pub dns: Vec<String>,
-    pub latency_ms: u64,
-    pub error: Option<String>,
+pub type EndpointResult = crate::api::EndpointCheck;
+
+impl Got {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Got::Direct => "Direct",
+            Got::Proxied => "Proxied",
+            Got::Blocked => "Blocked",
+            Got::Failed => "Failed",
+        }
+    }
+}
+
+/// The name of an expected path, as the spec spells it.
+pub fn expect_name(e: ExpectedPath) -> &'static str {
+    match e {
+        ExpectedPath::Direct => "Direct",
+        ExpectedPath::Proxied => "Proxied",
+        ExpectedPath::Blocked => "Blocked",
+    }
 }
 
 /// The verdict for one endpoint: what path was taken, whether that is the expected one, and

@@ -34,7 +34,11 @@ pub struct Requester {
 impl Requester {
     /// Trusts the system's CA certificates (`SSL_CERT_FILE`, `SSL_CERT_DIR`) and the PEM
     /// files given (the cluster's CA, for the Kubernetes Service).
-    pub fn new(ca_files: &[PathBuf], timeout: Duration) -> anyhow::Result<Requester> {
+    pub fn new(
+        ca_files: &[PathBuf],
+        ca_pem: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<Requester> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls_native_certs::load_native_certs().certs {
             let _ = roots.add(cert);
@@ -50,6 +54,11 @@ impl Requester {
             );
             for cert in certs {
                 roots.add(cert)?;
+            }
+        }
+        if let Some(pem) = ca_pem.filter(|p| !p.trim().is_empty()) {
+            for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots.add(cert.map_err(|e| anyhow::anyhow!("--ca-pem: {e}"))?)?;
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());

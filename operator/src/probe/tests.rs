@@ -189,8 +189,8 @@ fn an_undecided_route_fails_with_its_reason() {
 fn result(i: usize, error: Option<String>) -> EndpointResult {
     EndpointResult {
         url: format!("https://service-{i}.{}.example.org/health", "x".repeat(150)),
-        expect: Proxied,
-        got: Got::Failed,
+        expect: "Proxied".into(),
+        got: "Failed".into(),
         ok: false,
         status_code: Some(407),
         via_proxy: true,

@@ -201,6 +201,15 @@ fn our_entry(var: &str, managed: &str, slot: &str) -> EnvVar {
     }
 }
 
+/// The four proxy URL variables as a workload on `slot` reads them (by reference to the
+/// managed Secret `managed`).
+pub fn proxy_url_entries(managed: &str, slot: &str) -> Vec<EnvVar> {
+    PROXY_VARS[..4]
+        .iter()
+        .map(|v| our_entry(v, managed, slot))
+        .collect()
+}
+
 /// The credential slot the template's proxy URLs are read from (its first entry of ours).
 pub fn slot_of(template: &PodTemplateSpec, managed: &str) -> Option<String> {
     containers(template)

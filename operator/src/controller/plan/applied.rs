@@ -7,13 +7,15 @@ use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
 use super::slots::{self, Stage};
+use super::verify::{self, ProbeRun};
 use super::{
     Change, ConfigMapData, FINALIZER, Inputs, Plan, SecretData, Unwritable, Verdict, WorkloadWrite,
     labelled_for, left_behind, managed_meta, own_names, release, selects_with,
 };
-use crate::api::{DiscoveredFacts, EgressProxyPolicy};
+use crate::api::{DiscoveredFacts, EgressProxyPolicy, VerificationStatus};
 use crate::controller::objects::{Rollout, WorkloadView};
 use crate::noproxy::Rendered;
+use crate::rotation::Gate;
 use crate::workloads::{self, Injection, Original, WorkloadId, Write};
 
 /// What the status of an applied policy is built from.
@@ -39,6 +41,10 @@ pub(super) struct Applied {
     pub unknown_containers: Vec<String>,
     /// The credential slots and the rotation.
     pub slots: Box<Stage>,
+    /// The latest finished verification, and what a running one waits on.
+    pub verification: Option<VerificationStatus>,
+    pub probe_note: Option<String>,
+    pub probe_image: bool,
 }
 
 /// One managed workload.
@@ -96,23 +102,9 @@ pub(super) fn plan(
     stage: Stage,
     facts: DiscoveredFacts,
 ) -> Plan {
-    let spec = &i.policy.spec;
     let own = own_names(i.policy);
     let mut data = slots::managed_data(i, &stage, i.secret.data.clone().unwrap_or_default());
-    let mut applied = Applied {
-        rendered,
-        facts,
-        active: stage.decision.active_credential().to_owned(),
-        target: stage.decision.target.clone(),
-        hash: stage.hash.clone().unwrap_or_default(),
-        paused: spec.rollout.paused,
-        mine: Vec::new(),
-        held: Vec::new(),
-        overlaps: Vec::new(),
-        conflicts: Vec::new(),
-        unknown_containers: Vec::new(),
-        slots: Box::new(stage),
-    };
+    let mut applied = applied(i, rendered, stage, facts);
     let mut injections = Vec::new();
     let mut leaving = Vec::new();
     let mut workloads: Vec<&WorkloadView> = i.workloads.iter().collect();
@@ -146,11 +138,17 @@ pub(super) fn plan(
     applied.unknown_containers = unknown_containers(i, selector);
     // The finalizer comes first, even while paused: workloads may already carry entries.
     plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
+    probe(i, &mut plan, &applied);
+    // A closed gate keeps the workloads and the NO_PROXY they read where they are.
+    let open = matches!(applied.slots.gate, Gate::NotRequired | Gate::Passed);
     if !applied.paused {
         plan.secret = change(i.policy, &i.secret.meta, &i.secret.data, data.clone());
         let cm = ConfigMapData::from([("NO_PROXY".to_owned(), applied.rendered.value.clone())]);
-        plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
-        if applied.slots.decision.may_write {
+        let exists = i.config_map.meta.is_some() || i.config_map.data.is_some();
+        if open || !exists {
+            plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
+        }
+        if applied.slots.decision.may_write && open {
             plan.writes = budgeted(i, &applied, injections);
         }
         for v in leaving {
@@ -162,6 +160,51 @@ pub(super) fn plan(
     }
     plan.verdict = Verdict::Applied(Box::new(applied));
     plan
+}
+
+/// What the status is built from, before the workloads are looked at.
+fn applied(i: &Inputs, rendered: Rendered, stage: Stage, facts: DiscoveredFacts) -> Applied {
+    let spec = &i.policy.spec;
+    Applied {
+        rendered,
+        facts,
+        active: stage.decision.active_credential().to_owned(),
+        target: stage.decision.target.clone(),
+        hash: stage.hash.clone().unwrap_or_default(),
+        paused: spec.rollout.paused,
+        mine: Vec::new(),
+        held: Vec::new(),
+        overlaps: Vec::new(),
+        conflicts: Vec::new(),
+        unknown_containers: Vec::new(),
+        slots: Box::new(stage),
+        verification: verify::latest(i).cloned(),
+        probe_note: match i.probe {
+            Some(ProbeRun::Running(note)) => Some(note.clone()),
+            Some(ProbeRun::Missing) => Some("the probe Job is being created".into()),
+            _ => None,
+        },
+        probe_image: i.probe_image.is_some(),
+    }
+}
+
+/// The verification run the target needs: look for its Job, or create it.
+fn probe(i: &Inputs, plan: &mut Plan, applied: &Applied) {
+    let Some(w) = applied
+        .slots
+        .verify
+        .as_ref()
+        .filter(|w| verify::needs_probe(i, w))
+    else {
+        return;
+    };
+    match (i.probe, i.probe_image) {
+        (None, _) => plan.needs_probe = Some(w.clone()),
+        (Some(ProbeRun::Missing), Some(image)) => {
+            plan.create_probe = Some(verify::job(i, w, &applied.rendered.value, image));
+        }
+        _ => {}
+    }
 }
 
 /// Create when nothing is known of the object; apply unless the data is already there and

@@ -16,6 +16,7 @@ mod report;
 mod slots;
 #[cfg(test)]
 mod tests;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -121,6 +122,12 @@ pub struct Inputs<'a> {
     pub previous: &'a EgressProxyPolicyStatus,
     /// 32 random bytes, used as the config-hash key when the managed Secret has none.
     pub new_key: &'a [u8],
+    /// The image probe Jobs run (`--probe-image`); `None`: nothing can be verified.
+    pub probe_image: Option<&'a str>,
+    /// The probe run [`Plan::needs_probe`] asked about, as the executor found it.
+    pub probe: Option<&'a verify::ProbeRun>,
+    /// Seconds since the Unix epoch (the `spec.verification.interval` periods).
+    pub unix_now: u64,
 }
 
 /// Whether to create, apply, keep or delete a managed object.
@@ -183,6 +190,11 @@ pub struct Plan {
     /// The decision depends on the Pods still running with each credential slot: list them
     /// and plan again with [`Inputs::pods`].
     pub needs_pods: bool,
+    /// A verification run is wanted and its result is not in status: look up its Job (and
+    /// Pods) and plan again with [`Inputs::probe`].
+    pub needs_probe: Option<verify::Wanted>,
+    /// The probe Job to create, after the managed objects are written.
+    pub create_probe: Option<k8s_openapi::api::batch::v1::Job>,
     /// Workloads whose write could not be built (reported like a failed write).
     unwritable: Vec<(WorkloadId, String)>,
     verdict: Verdict,
@@ -289,6 +301,8 @@ pub fn plan(i: &Inputs) -> Plan {
         writes: Vec::new(),
         remove_finalizer: false,
         needs_pods: false,
+        needs_probe: None,
+        create_probe: None,
         unwritable: Vec::new(),
         verdict: Verdict::Suspended,
         previous: i.previous.clone(),
@@ -330,7 +344,8 @@ pub fn plan(i: &Inputs) -> Plan {
         .into_iter()
         .filter(|v| applied::injectable(i, v))
         .collect();
-    let stage = match slots::stage(i, &rendered.value, &mine) {
+    let domain = facts.cluster_domain.as_ref().and_then(|f| f.values.first());
+    let stage = match slots::stage(i, &rendered.value, &mine, domain.map(String::as_str)) {
         Ok(stage) => stage,
         Err(blocker) => return blocked(plan, blocker, facts, None),
     };

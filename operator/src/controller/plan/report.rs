@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::applied::Applied;
 use super::slots::Stage;
+use super::verify;
 use super::{Blocker, Change, Plan, Verdict};
 use crate::api::reasons::{READY, RECONCILING, STALLED, event, reason};
 use crate::api::{
@@ -14,6 +15,7 @@ use crate::api::{
 };
 use crate::controller::conditions::{self, Decided};
 use crate::controller::objects::Rollout;
+use crate::rotation::Gate;
 use crate::workloads::WorkloadId;
 
 /// At most this many workloads are named in status and messages.
@@ -246,9 +248,10 @@ fn applied_status(
             up_to_date,
             pending: pending.iter().take(LISTED).cloned().collect(),
         }),
+        verification: a.verification.clone(),
     };
     let failures: Vec<String> = failed.iter().map(|(id, e)| format!("{id}: {e}")).collect();
-    let decided = decide(&Outcome {
+    let mut decided = decide(&Outcome {
         selected: a.mine.len() + a.held.len(),
         pending: &pending,
         paused: a.paused,
@@ -257,6 +260,12 @@ fn applied_status(
         conflicts: &a.conflicts,
         failures: &failures,
     });
+    verify::conditions(a, &mut decided);
+    (status, decided, requeue(a))
+}
+
+/// When to look again: soon while workloads roll, a rotation drains or a probe runs.
+fn requeue(a: &Applied) -> Requeue {
     // Stuck rollouts (paused, past their deadline, OnDelete) do not progress by themselves:
     // their change wakes the policy.
     let progressing = !a.paused
@@ -270,12 +279,12 @@ fn applied_status(
         phase,
         Some(RotationPhase::Draining | RotationPhase::Verifying)
     );
-    let requeue = if progressing || draining {
+    let verifying = a.slots.gate == Gate::Pending && a.probe_image;
+    if progressing || draining || verifying {
         Requeue::Soon
     } else {
         Requeue::Resync
-    };
-    (status, decided, requeue)
+    }
 }
 
 fn not_admitted(namespace: &str, admission: &str, restored: &[String]) -> String {

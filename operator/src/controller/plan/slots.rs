@@ -8,6 +8,7 @@ use std::fmt;
 use k8s_openapi::ByteString;
 use ring::hmac;
 
+use super::verify::{self, Wanted};
 use super::{Blocker, HASH_KEY, Inputs, SOURCE_KEY, SecretData, own_names};
 use crate::api::reasons::reason;
 use crate::api::{CredentialSlotStatus, SlotState};
@@ -49,6 +50,9 @@ pub(super) struct Stage {
     pub credentials: Vec<CredentialSlotStatus>,
     /// An in-use slot's Secret was deleted or its grant withdrawn.
     pub withdrawn: Option<Blocker>,
+    /// The verification run the target needs (`spec.verification`), and its gate.
+    pub verify: Option<Wanted>,
+    pub gate: Gate,
 }
 
 /// The hash key: the managed Secret's, or the new one.
@@ -93,7 +97,12 @@ fn progress(r: Rollout) -> Progress {
 }
 
 /// The slot stage for the workloads this policy manages (`mine`).
-pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Result<Stage, Blocker> {
+pub(super) fn stage(
+    i: &Inputs,
+    no_proxy: &str,
+    mine: &[&WorkloadView],
+    domain: Option<&str>,
+) -> Result<Stage, Blocker> {
     let Some(reads) = i.slots else {
         let message = "the credential Secrets were not read".into();
         let reason = reason::SECRET_NOT_AVAILABLE;
@@ -112,21 +121,7 @@ pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Resul
             problem: r.urls.as_ref().err().map(problem),
         })
         .collect();
-    // Fingerprints under another key say nothing: without the stored key (a new or recreated
-    // managed Secret) they are not compared, so nothing looks changed.
-    let stored = i
-        .secret
-        .data
-        .as_ref()
-        .and_then(|d| d.0.get(HASH_KEY))
-        .is_some_and(|k| k.0.len() >= 16);
-    let baselines: BTreeMap<String, String> = i
-        .previous
-        .credentials
-        .iter()
-        .filter(|_| stored)
-        .filter_map(|c| Some((c.name.clone(), c.fingerprint.clone()?)))
-        .collect();
+    let baselines = baselines(i);
     let spec = &i.policy.spec.proxy;
     let mut input = rotation::Input {
         mode: spec.rotation,
@@ -135,7 +130,6 @@ pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Resul
         previous_active: i.previous.active_credential.as_deref(),
         previous: i.previous.rotation.as_ref(),
         baselines: &baselines,
-        // Verification through the proxy is not wired yet: no gate.
         gate: Gate::NotRequired,
         workloads: &[],
         pods: i.pods,
@@ -155,6 +149,10 @@ pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Resul
         .map(|v| workload(i, v, &own, &target, hash.as_deref()))
         .collect();
     input.workloads = &on_rotation;
+    let verify = hash
+        .as_deref()
+        .and_then(|h| verify::wanted(i, &target, h, domain));
+    input.gate = verify::gate(i, verify.as_ref());
     let decision = rotation::decide(&input);
     let withdrawn = withdrawn(i, reads, &on_rotation, &target);
     let credentials = credentials(&views, &decision, &on_rotation);
@@ -164,7 +162,27 @@ pub(super) fn stage(i: &Inputs, no_proxy: &str, mine: &[&WorkloadView]) -> Resul
         hash,
         credentials,
         withdrawn,
+        verify,
+        gate: input.gate,
     })
+}
+
+/// The fingerprints last seen. Fingerprints under another key say nothing: without the
+/// stored key (a new or recreated managed Secret) they are not compared, so nothing looks
+/// changed.
+fn baselines(i: &Inputs) -> BTreeMap<String, String> {
+    let stored = i
+        .secret
+        .data
+        .as_ref()
+        .and_then(|d| d.0.get(HASH_KEY))
+        .is_some_and(|k| k.0.len() >= 16);
+    i.previous
+        .credentials
+        .iter()
+        .filter(|_| stored)
+        .filter_map(|c| Some((c.name.clone(), c.fingerprint.clone()?)))
+        .collect()
 }
 
 /// One managed workload as the rotation sees it; a write the cache has not shown yet counts

@@ -12,11 +12,13 @@ use crate::controller::objects::{Owned, Rollout};
 use crate::credentials::{CredentialError, ProxyUrls};
 use crate::discovery::{NodeInputs, Overrides};
 use crate::workloads::{CONFIG_HASH, CREDENTIAL_SLOT};
+use verify::ProbeRun;
 
 const NS: &str = "team-a";
 const OWN: &str = "egress-proxy-outbound";
 const URL: &str = "http://u:pw@proxy.corp.example:3128";
 const KEY: [u8; 32] = [7; 32];
+const PROBE_IMAGE: &str = "registry.example/egress-proxy-operator:test";
 
 fn policy(name: &str, created: &str, spec: Value) -> EgressProxyPolicy {
     let mut base = json!({
@@ -119,6 +121,9 @@ struct World {
     recent: BTreeMap<WorkloadId, String>,
     previous: EgressProxyPolicyStatus,
     new_key: Vec<u8>,
+    probe_image: Option<String>,
+    probe: Option<ProbeRun>,
+    unix_now: u64,
 }
 
 impl World {
@@ -139,6 +144,9 @@ impl World {
             recent: BTreeMap::new(),
             previous: EgressProxyPolicyStatus::default(),
             new_key: KEY.to_vec(),
+            probe_image: Some(PROBE_IMAGE.into()),
+            probe: None,
+            unix_now: 1_800_000_000,
         }
     }
 
@@ -189,6 +197,9 @@ impl World {
             recent: &self.recent,
             previous: &self.previous,
             new_key: &self.new_key,
+            probe_image: self.probe_image.as_deref(),
+            probe: self.probe.as_ref(),
+            unix_now: self.unix_now,
         })
     }
 
@@ -1588,4 +1599,402 @@ fn switching_back_from_a_blocked_slot_reconciles() {
         "{:?}",
         r.status.as_ref().map(|s| &s.conditions)
     );
+}
+
+mod verification {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+    use crate::api::{EndpointCheck, VerificationStatus};
+    use verify::Wanted;
+
+    const EXTERNAL: &str = "https://status.example.com/";
+
+    fn spec(extra: Value) -> Value {
+        let mut s =
+            json!({"verification": {"endpoints": [{"url": EXTERNAL, "expect": "Proxied"}]}});
+        merge(&mut s, extra);
+        s
+    }
+
+    fn finished(w: &Wanted, passed: bool) -> ProbeRun {
+        let check = |(url, expect): &(String, crate::api::ExpectedPath), ok: bool| EndpointCheck {
+            url: url.clone(),
+            expect: crate::probe::expect_name(*expect).into(),
+            got: if ok { "Proxied" } else { "Failed" }.into(),
+            ok,
+            status_code: Some(if ok { 200 } else { 407 }),
+            via_proxy: true,
+            dns: Vec::new(),
+            latency_ms: 3,
+            error: (!ok).then(|| "the proxy rejected the credentials (407)".into()),
+        };
+        let endpoints: Vec<EndpointCheck> = w
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(n, e)| check(e, passed || n == 0))
+            .collect();
+        ProbeRun::Finished(Box::new(VerificationStatus {
+            job: w.job_name.clone(),
+            key: w.key.clone(),
+            time: Some(now()),
+            slot: w.slot.clone(),
+            config_hash: w.hash.clone(),
+            passed,
+            message: "m".into(),
+            pod: Some("p".into()),
+            node: Some("n1".into()),
+            image: Some(PROBE_IMAGE.into()),
+            endpoints,
+        }))
+    }
+
+    /// One reconcile as the executor runs it: when the plan asks about the probe run, look
+    /// it up (`run` gives what the cluster shows) and plan again; then settle.
+    fn reconcile(w: &mut World, run: impl Fn(&Wanted) -> ProbeRun) -> Plan {
+        w.probe = None;
+        if let Some(wanted) = w.plan().needs_probe {
+            w.probe = Some(run(&wanted));
+        }
+        let p = w.settle();
+        w.probe = None;
+        p
+    }
+
+    fn condition(r: &Report, type_: &str) -> (String, String, String) {
+        let s = r.status.as_ref().expect("status");
+        let c = s.conditions.iter().find(|c| c.type_ == type_).expect(type_);
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    fn job_env(job: &Job) -> Vec<(String, String)> {
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        pod.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .map(|e| {
+                let from = e
+                    .value_from
+                    .as_ref()
+                    .map(|f| serde_json::to_string(f).unwrap());
+                (e.name.clone(), e.value.clone().or(from).unwrap_or_default())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nothing_is_written_to_workloads_until_the_probe_passes() {
+        let mut w = World::new(spec(json!({})), vec![proxied("api")]);
+        let first = w.plan();
+        let wanted = first.needs_probe.clone().expect("the run is looked up");
+        assert!(
+            wanted.job_name.starts_with("egress-proxy-verify-"),
+            "{}",
+            wanted.job_name
+        );
+        assert_eq!(
+            wanted
+                .endpoints
+                .iter()
+                .map(|(u, _)| u.as_str())
+                .collect::<Vec<_>>(),
+            ["https://kubernetes.default.svc.cluster.corp/", EXTERNAL],
+            "the Kubernetes Service first, by its discovered domain"
+        );
+        assert!(first.writes.is_empty() && first.create_probe.is_none());
+
+        w.probe = Some(ProbeRun::Missing);
+        let p = w.plan();
+        let job = p.create_probe.clone().expect("the Job is created");
+        assert!(p.writes.is_empty(), "{:?}", ids(&p));
+        assert!(
+            matches!(p.config_map, Change::Create(_)),
+            "NO_PROXY is written for later"
+        );
+        let r = p.report(&[], &now());
+        assert_eq!(
+            ready(&r),
+            ("False".into(), reason::VERIFICATION_PENDING.into())
+        );
+        assert_eq!(condition(&r, "Verified").1, reason::VERIFICATION_PENDING);
+        assert_eq!(
+            r.requeue,
+            Requeue::Soon,
+            "the running probe is looked at again soon"
+        );
+
+        let env = job_env(&job);
+        let text = serde_json::to_string(&job).unwrap();
+        assert!(!text.contains("u:pw"), "no credential in the Job: {text}");
+        assert_eq!(
+            env.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            [
+                "HTTP_PROXY",
+                "http_proxy",
+                "HTTPS_PROXY",
+                "https_proxy",
+                "NO_PROXY",
+                "no_proxy",
+                verify::CA_ENV
+            ]
+        );
+        assert!(
+            env[0].1.contains("slot.main.HTTP_PROXY") && env[0].1.contains(OWN),
+            "{env:?}"
+        );
+        assert_eq!(env[4].1, NO_PROXY, "the NO_PROXY under test, as a value");
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        assert_eq!(pod.automount_service_account_token, Some(false));
+        assert_eq!(pod.containers[0].image.as_deref(), Some(PROBE_IMAGE));
+        assert_eq!(
+            pod.containers[0].args.as_ref().unwrap()[..3],
+            ["probe".to_owned(), "--dialect".into(), "portable".into()]
+        );
+
+        let p = reconcile(&mut w, |wanted| {
+            ProbeRun::Running(format!("Pod of {}", wanted.job_name))
+        });
+        assert!(p.writes.is_empty() && p.create_probe.is_none());
+
+        let p = reconcile(&mut w, |wanted| finished(wanted, true));
+        assert_eq!(ids(&p), ["Deployment/api"], "written once verified");
+        let v = w.previous.verification.clone().expect("recorded");
+        assert!(v.passed && v.job == wanted.job_name);
+        let r = p.report(&[], &now());
+        assert_eq!(condition(&r, "Verified").0, "True");
+        w.settle();
+        assert!(
+            w.plan().needs_probe.is_none(),
+            "a recorded run is not looked up again"
+        );
+        let r = w.plan().report(&[], &now());
+        assert!(r.status.is_none(), "steady: nothing to write");
+    }
+
+    #[test]
+    fn a_failed_probe_keeps_every_workload_and_the_no_proxy_where_they_are() {
+        let mut w = World::new(json!({}), vec![proxied("api")]);
+        w.settle();
+        w.settle();
+        let before = hash_of(&w.workloads[0]);
+        let cm = w.config_map.data.clone();
+        // Verification is turned on together with a new entry: the new NO_PROXY waits.
+        w.policy.spec = serde_json::from_value(
+            serde_json::to_value(
+                policy(
+                    "outbound",
+                    "2026-01-02T00:00:00Z",
+                    spec(json!({"noProxy": {"additional": ["db.corp"]}})),
+                )
+                .spec,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        w.policy.metadata.generation = Some(2);
+        let p = reconcile(&mut w, |_| ProbeRun::Missing);
+        assert!(p.create_probe.is_some());
+        let job = p.create_probe.unwrap();
+        assert!(
+            job_env(&job)[4].1.contains("db.corp"),
+            "the probe tests the new NO_PROXY"
+        );
+        assert_eq!(
+            p.config_map,
+            Change::Keep,
+            "workloads' NO_PROXY waits for the verification"
+        );
+        let p = reconcile(&mut w, |wanted| finished(wanted, false));
+        assert!(p.writes.is_empty());
+        assert_eq!(hash_of(&w.workloads[0]), before);
+        assert_eq!(w.config_map.data, cm);
+        let r = p.report(&[], &now());
+        let (status, why, message) = condition(&r, "Ready");
+        assert_eq!(
+            (status.as_str(), why.as_str()),
+            ("False", reason::VERIFICATION_FAILED)
+        );
+        assert!(
+            message.contains("1 workload(s) wait for the verification"),
+            "{message}"
+        );
+        assert_eq!(condition(&r, "Stalled").0, "True");
+        assert_eq!(condition(&r, "Verified").0, "False");
+        let v = w.previous.verification.clone().unwrap();
+        assert!(!v.passed && v.endpoints[1].error.is_some());
+        // Nothing more happens until something changes: no new run, no write.
+        let p = reconcile(&mut w, |_| panic!("no lookup"));
+        assert!(p.writes.is_empty() && p.create_probe.is_none());
+    }
+
+    #[test]
+    fn a_rotation_waits_for_the_new_slot_to_pass() {
+        let mut w = World::new(two_slots(spec(json!({}))), vec![proxied("api")]);
+        w.second = Some(urls("http://u:green-1@proxy.corp.example:3128"));
+        for _ in 0..3 {
+            reconcile(&mut w, |wanted| finished(wanted, true));
+        }
+        assert_eq!(w.previous.active_credential.as_deref(), Some("main"));
+        w.second = Some(urls("http://u:green-2@proxy.corp.example:3128"));
+        let p = reconcile(&mut w, |_| ProbeRun::Missing);
+        let job = p.create_probe.expect("the new slot is probed");
+        assert!(job_env(&job)[0].1.contains("slot.green.HTTP_PROXY"));
+        assert!(p.writes.is_empty());
+        assert_eq!(
+            w.previous.rotation.as_ref().unwrap().phase,
+            RotationPhase::Verifying
+        );
+        reconcile(&mut w, |wanted| finished(wanted, false));
+        assert_eq!(
+            w.previous.rotation.as_ref().unwrap().phase,
+            RotationPhase::Blocked
+        );
+        assert_eq!(w.previous.active_credential.as_deref(), Some("main"));
+        // A new attempt on demand: the annotation asks for a new run of the same thing.
+        w.policy
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(verify::VERIFY_ANNOTATION.into(), "2".into());
+        let p = reconcile(&mut w, |wanted| finished(wanted, true));
+        assert_eq!(ids(&p), ["Deployment/api"], "switched once the slot passed");
+        assert!(written_slot(&w.workloads[0]).contains("green"));
+    }
+
+    fn written_slot(v: &WorkloadView) -> String {
+        v.template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap()[CREDENTIAL_SLOT]
+            .clone()
+    }
+
+    #[test]
+    fn a_periodic_or_requested_run_does_not_close_the_gate() {
+        let mut w = World::new(
+            spec(json!({"verification": {"interval": "1h"}})),
+            vec![proxied("api")],
+        );
+        for _ in 0..2 {
+            reconcile(&mut w, |wanted| finished(wanted, true));
+        }
+        let first = w.previous.verification.clone().unwrap().job;
+        w.unix_now += 3600;
+        w.workloads.push(proxied("web"));
+        let p = reconcile(&mut w, |_| ProbeRun::Missing);
+        assert!(
+            p.create_probe
+                .as_ref()
+                .is_some_and(|j| j.metadata.name.as_deref() != Some(first.as_str()))
+        );
+        assert_eq!(
+            ids(&p),
+            ["Deployment/web"],
+            "the configuration passed: a new workload gets it"
+        );
+    }
+
+    #[test]
+    fn without_a_probe_image_nothing_is_switched_and_it_says_why() {
+        let mut w = World::new(spec(json!({})), vec![proxied("api")]);
+        w.probe_image = None;
+        let p = reconcile(&mut w, |_| panic!("no lookup"));
+        assert!(p.writes.is_empty() && p.create_probe.is_none());
+        let r = p.report(&[], &now());
+        assert!(condition(&r, "Verified").2.contains("--probe-image"));
+        assert_eq!(ready(&r).1, reason::VERIFICATION_FAILED);
+    }
+
+    fn job_with(condition: Option<(&str, &str)>) -> Job {
+        let mut status = json!({});
+        if let Some((type_, reason)) = condition {
+            status = json!({"conditions": [{"type": type_, "status": "True", "reason": reason,
+                "message": "m", "lastTransitionTime": "2026-03-01T00:00:00Z"}]});
+        }
+        serde_json::from_value(json!({"metadata": {"name": "j"}, "status": status})).unwrap()
+    }
+
+    fn pod_with(state: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "j-abcde", "creationTimestamp": "2026-03-01T00:00:00Z"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "probe", "image": PROBE_IMAGE}]},
+            "status": {"containerStatuses": [{"name": "probe", "image": PROBE_IMAGE, "imageID": "",
+                "ready": false, "restartCount": 0, "state": state}]},
+        }))
+        .unwrap()
+    }
+
+    fn wanted() -> Wanted {
+        let w = World::new(spec(json!({})), vec![proxied("api")]);
+        w.plan().needs_probe.unwrap()
+    }
+
+    #[test]
+    fn a_finished_pod_reports_its_results() {
+        let w = wanted();
+        let ProbeRun::Finished(expected) = finished(&w, false) else {
+            unreachable!()
+        };
+        let message = serde_json::to_string(&expected.endpoints).unwrap();
+        let pod =
+            pod_with(json!({"terminated": {"exitCode": 1, "reason": "Error", "message": message}}));
+        let ProbeRun::Finished(v) = verify::read(
+            &w,
+            &job_with(Some(("Failed", "BackoffLimitExceeded"))),
+            &[pod],
+        ) else {
+            panic!("finished")
+        };
+        assert!(!v.passed);
+        assert_eq!(v.endpoints, expected.endpoints);
+        assert_eq!(
+            (v.pod.as_deref(), v.node.as_deref()),
+            (Some("j-abcde"), Some("n1"))
+        );
+        assert_eq!(
+            v.message,
+            "https://status.example.com/ (expected Proxied, got Failed): the proxy rejected the credentials (407)"
+        );
+    }
+
+    #[test]
+    fn a_run_without_results_fails_and_says_why() {
+        let w = wanted();
+        let garbage = pod_with(
+            json!({"terminated": {"exitCode": 2, "reason": "Error", "message": "error: boom"}}),
+        );
+        let ProbeRun::Finished(v) = verify::read(
+            &w,
+            &job_with(Some(("Failed", "BackoffLimitExceeded"))),
+            &[garbage],
+        ) else {
+            panic!()
+        };
+        assert!(!v.passed && v.endpoints.is_empty());
+        assert_eq!(
+            v.message,
+            "the probe reported no results (exit code 2, Error)"
+        );
+        let ProbeRun::Finished(v) =
+            verify::read(&w, &job_with(Some(("Failed", "DeadlineExceeded"))), &[])
+        else {
+            panic!()
+        };
+        assert_eq!(
+            v.message,
+            "the probe Job ended without running the probe: DeadlineExceeded: m"
+        );
+        let pulling =
+            pod_with(json!({"waiting": {"reason": "ErrImagePull", "message": "not found"}}));
+        assert_eq!(
+            verify::read(&w, &job_with(None), &[pulling]),
+            ProbeRun::Running("Pod j-abcde waiting: ErrImagePull (not found)".into())
+        );
+    }
 }

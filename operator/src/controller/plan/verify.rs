@@ -1,0 +1,437 @@
+//! Verification from inside the cluster (`spec.verification`): which probe run the target
+//! configuration needs, the probe Job that runs it, what its Pod reported, and the gate a
+//! switch waits on. Pure.
+//!
+//! A run is identified by its Job name: a digest of what is checked (slot, configuration
+//! hash, dialect, endpoints) plus what asks for a new run of the same thing (the
+//! `egressproxy.io/verify` annotation, the `interval` period). The gate looks only at what
+//! was checked: a periodic re-run does not close it while it runs.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapKeySelector, Container, EnvVar, EnvVarSource, Pod, PodSecurityContext,
+    PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile, SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use super::applied::Applied;
+use super::{Inputs, managed_meta, own_names};
+use crate::api::reasons::{READY, RECONCILING, STALLED, VERIFIED, reason};
+use crate::api::{EndpointCheck, ExpectedPath, VerificationStatus};
+use crate::controller::conditions::Decided;
+use crate::credentials::hex;
+use crate::probe::expect_name;
+use crate::rotation::Gate;
+use crate::workloads;
+
+/// Policy annotation: any new value asks for a verification now.
+pub const VERIFY_ANNOTATION: &str = "egressproxy.io/verify";
+/// Prefix of every probe Job's name.
+pub const JOB_PREFIX: &str = "egress-proxy-verify-";
+/// Job annotation: what the run checks (see [`Wanted::key`]).
+pub const KEY_ANNOTATION: &str = "egressproxy.io/verification-key";
+/// The probe reads the cluster CA (for the Kubernetes Service) from this variable.
+pub const CA_ENV: &str = "EGRESS_PROXY_PROBE_CA";
+/// The ConfigMap every namespace has with the cluster CA (`ca.crt`).
+const ROOT_CA: &str = "kube-root-ca.crt";
+/// Seconds a probe Job may run, Pod start included.
+const DEADLINE: i64 = 300;
+/// Seconds a finished probe Job stays for inspection.
+const TTL: i32 = 3600;
+
+/// The probe run the target configuration needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    /// What is checked: slot, configuration hash, dialect and endpoints (hex digest).
+    pub key: String,
+    pub job_name: String,
+    pub slot: String,
+    pub hash: String,
+    /// Every endpoint in the order checked, the Kubernetes Service first.
+    pub endpoints: Vec<(String, ExpectedPath)>,
+}
+
+/// A probe run as the executor found it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProbeRun {
+    /// No Job of that name: the plan creates it.
+    Missing,
+    /// The Job runs; the words say on what it waits, if anything.
+    Running(String),
+    Finished(Box<VerificationStatus>),
+}
+
+/// The run the target needs, when `spec.verification` is set.
+pub fn wanted(i: &Inputs, slot: &str, hash: &str, domain: Option<&str>) -> Option<Wanted> {
+    let spec = i.policy.spec.verification.as_ref()?;
+    let mut endpoints: Vec<(String, ExpectedPath)> = domain
+        .map(|d| {
+            (
+                format!("https://kubernetes.default.svc.{d}/"),
+                ExpectedPath::Direct,
+            )
+        })
+        .into_iter()
+        .collect();
+    endpoints.extend(spec.endpoints.iter().map(|e| (e.url.clone(), e.expect)));
+    let dialect = i.policy.spec.no_proxy.dialect.name();
+    let mut parts: Vec<&str> = vec!["egressproxy.io/verification/v1", slot, hash, dialect];
+    for (url, expect) in &endpoints {
+        parts.extend([url.as_str(), expect_name(*expect)]);
+    }
+    let key = digest(&parts);
+    let nonce = i.policy.annotations().get(VERIFY_ANNOTATION).cloned();
+    let period = spec
+        .interval_seconds()
+        .map(|s| (i.unix_now / s).to_string());
+    let uid = i.policy.uid().unwrap_or_default();
+    let run = digest(&[
+        key.as_str(),
+        uid.as_str(),
+        nonce.as_deref().unwrap_or(""),
+        period.as_deref().unwrap_or(""),
+    ]);
+    Some(Wanted {
+        key,
+        job_name: format!("{JOB_PREFIX}{run}"),
+        slot: slot.to_owned(),
+        hash: hash.to_owned(),
+        endpoints,
+    })
+}
+
+/// 16 hex digits of SHA-256 over length-prefixed parts.
+fn digest(parts: &[&str]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        ctx.update(&(p.len() as u64).to_be_bytes());
+        ctx.update(p.as_bytes());
+    }
+    hex(&ctx.finish().as_ref()[..8])
+}
+
+/// The latest finished verification: the one just read, else the one in status.
+pub fn latest<'a>(i: &'a Inputs) -> Option<&'a VerificationStatus> {
+    match i.probe {
+        Some(ProbeRun::Finished(v)) => Some(v.as_ref()),
+        _ => i.previous.verification.as_ref(),
+    }
+}
+
+/// Whether a switch to the target may go ahead.
+pub fn gate(i: &Inputs, w: Option<&Wanted>) -> Gate {
+    let Some(w) = w else {
+        return Gate::NotRequired;
+    };
+    if i.probe_image.is_none() {
+        return Gate::Failed;
+    }
+    match latest(i).filter(|v| v.key == w.key) {
+        Some(v) if v.passed => Gate::Passed,
+        Some(_) => Gate::Failed,
+        None => Gate::Pending,
+    }
+}
+
+/// Whether the executor must look for the run's Job: a run is wanted and its result is not
+/// in status yet.
+pub fn needs_probe(i: &Inputs, w: &Wanted) -> bool {
+    i.probe_image.is_some() && latest(i).is_none_or(|v| v.job != w.job_name)
+}
+
+/// The probe Job for a run: the operator's image running `probe` with the environment a
+/// workload gets from the slot under test (credentials by reference only) and the NO_PROXY
+/// under test as a value; no ServiceAccount token, non-root, read-only, small.
+pub fn job(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> Job {
+    let mut meta = managed_meta(i.policy);
+    meta.name = Some(w.job_name.clone());
+    meta.annotations = Some(BTreeMap::from([
+        (KEY_ANNOTATION.to_owned(), w.key.clone()),
+        (workloads::CONFIG_HASH.to_owned(), w.hash.clone()),
+        (
+            workloads::CREDENTIAL_SLOT.to_owned(),
+            workloads::slot_annotation(&own_names(i.policy), &w.slot),
+        ),
+    ]));
+    let labels = meta.labels.clone();
+    Job {
+        metadata: meta,
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: Some(DEADLINE),
+            ttl_seconds_after_finished: Some(TTL),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels,
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec(i, w, no_proxy, image)),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn pod_spec(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> PodSpec {
+    let mut args: Vec<String> = vec![
+        "probe".into(),
+        "--dialect".into(),
+        i.policy.spec.no_proxy.dialect.name().into(),
+    ];
+    for (url, expect) in &w.endpoints {
+        args.extend([
+            "--endpoint".into(),
+            format!("{url}={}", expect_name(*expect)),
+        ]);
+    }
+    PodSpec {
+        restart_policy: Some("Never".into()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(65532),
+            run_as_group: Some(65532),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                localhost_profile: None,
+            }),
+            ..Default::default()
+        }),
+        containers: vec![Container {
+            name: "probe".into(),
+            image: Some(image.to_owned()),
+            args: Some(args),
+            env: Some(probe_env(i, w, no_proxy)),
+            resources: Some(resources()),
+            security_context: Some(SecurityContext {
+                allow_privilege_escalation: Some(false),
+                read_only_root_filesystem: Some(true),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".into()]),
+                    add: None,
+                }),
+                ..Default::default()
+            }),
+            termination_message_policy: Some("FallbackToLogsOnError".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// The four proxy URL variables from the slot's keys of the managed Secret, NO_PROXY as a
+/// value (it is not secret, and the managed ConfigMap keeps the last verified one), and the
+/// cluster CA.
+fn probe_env(i: &Inputs, w: &Wanted, no_proxy: &str) -> Vec<EnvVar> {
+    let own = own_names(i.policy);
+    let mut env = workloads::proxy_url_entries(&own, &w.slot);
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push(EnvVar {
+            name: name.into(),
+            value: Some(no_proxy.to_owned()),
+            value_from: None,
+        });
+    }
+    env.push(EnvVar {
+        name: CA_ENV.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            config_map_key_ref: Some(ConfigMapKeySelector {
+                name: ROOT_CA.into(),
+                key: "ca.crt".into(),
+                optional: Some(true),
+            }),
+            ..Default::default()
+        }),
+    });
+    env
+}
+
+fn resources() -> ResourceRequirements {
+    let q = |s: &str| Quantity(s.to_owned());
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("10m")),
+            ("memory".to_owned(), q("16Mi")),
+        ])),
+        limits: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("200m")),
+            ("memory".to_owned(), q("64Mi")),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// The run as its Job and Pods show it. A finished run without results (the Pod never
+/// started, the probe crashed) is a failed verification saying why.
+pub fn read(w: &Wanted, job: &Job, pods: &[Pod]) -> ProbeRun {
+    let finished = job_condition(job, "Complete").or_else(|| job_condition(job, "Failed"));
+    let pod = pods
+        .iter()
+        .filter(|p| p.meta().deletion_timestamp.is_none() || finished.is_some())
+        .max_by_key(|p| p.creation_timestamp().map(|t| t.0));
+    let Some(done) = finished else {
+        return ProbeRun::Running(waiting(pod));
+    };
+    let terminated = pod
+        .and_then(|p| p.status.as_ref())
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "probe"))
+        .and_then(|c| c.state.as_ref()?.terminated.as_ref());
+    let parsed: Option<Vec<EndpointCheck>> = terminated
+        .and_then(|t| t.message.as_deref())
+        .and_then(|m| serde_json::from_str(m).ok())
+        .filter(|r: &Vec<EndpointCheck>| r.len() == w.endpoints.len());
+    let message = match (&parsed, terminated) {
+        (Some(r), _) => summary(r),
+        (None, Some(t)) => format!(
+            "the probe reported no results (exit code {}{})",
+            t.exit_code,
+            t.reason
+                .as_deref()
+                .map(|r| format!(", {r}"))
+                .unwrap_or_default()
+        ),
+        (None, None) => format!("the probe Job ended without running the probe: {}", done.1),
+    };
+    let spec = pod.and_then(|p| p.spec.as_ref());
+    ProbeRun::Finished(Box::new(VerificationStatus {
+        job: w.job_name.clone(),
+        key: w.key.clone(),
+        time: done.0,
+        slot: w.slot.clone(),
+        config_hash: w.hash.clone(),
+        passed: parsed.as_ref().is_some_and(|r| r.iter().all(|e| e.ok)),
+        message,
+        pod: pod.map(|p| p.name_any()),
+        node: spec.and_then(|s| s.node_name.clone()),
+        image: spec.and_then(|s| s.containers.first()?.image.clone()),
+        endpoints: parsed.unwrap_or_default(),
+    }))
+}
+
+type Finished = (
+    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    String,
+);
+
+/// A True `Complete` or `Failed` condition: when, and its reason and message.
+fn job_condition(job: &Job, type_: &str) -> Option<Finished> {
+    let c = job
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")?;
+    let words = [c.reason.as_deref(), c.message.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(": ");
+    Some((c.last_transition_time.clone(), words))
+}
+
+/// What a running probe's Pod waits on.
+fn waiting(pod: Option<&Pod>) -> String {
+    let Some(p) = pod else {
+        return "the probe Job has no Pod yet".into();
+    };
+    let w = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first()?.state.as_ref()?.waiting.as_ref());
+    match w {
+        Some(w) => format!(
+            "Pod {} waiting: {}{}",
+            p.name_any(),
+            w.reason.as_deref().unwrap_or("unknown"),
+            w.message
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ),
+        None => format!("Pod {} running", p.name_any()),
+    }
+}
+
+/// The first failing endpoint, or what passed.
+fn summary(results: &[EndpointCheck]) -> String {
+    match results.iter().find(|e| !e.ok) {
+        Some(e) => format!(
+            "{} (expected {}, got {}): {}",
+            e.url,
+            e.expect,
+            e.got,
+            e.error.as_deref().unwrap_or("failed")
+        ),
+        None => format!("all {} endpoint(s) took their expected path", results.len()),
+    }
+}
+
+/// The `Verified` condition, and `Ready`/`Reconciling`/`Stalled` when a closed gate holds
+/// back workloads that need the new configuration.
+pub(super) fn conditions(a: &Applied, decided: &mut Vec<Decided>) {
+    let Some(w) = a.slots.verify.as_ref() else {
+        return;
+    };
+    let what = format!("slot {} with config {}", w.slot, w.hash);
+    let latest = a.verification.as_ref().filter(|v| v.key == w.key);
+    let (status, why, message) = match (a.slots.gate, latest) {
+        _ if !a.probe_image => (
+            false,
+            reason::VERIFICATION_FAILED,
+            "spec.verification is set, but the operator runs without --probe-image: nothing \
+             can be verified, so nothing is switched"
+                .to_owned(),
+        ),
+        (Gate::Passed, Some(v)) => (
+            true,
+            reason::VERIFICATION_PASSED,
+            format!("{what}: {} (Job {})", v.message, v.job),
+        ),
+        (Gate::Failed, Some(v)) => (
+            false,
+            reason::VERIFICATION_FAILED,
+            format!("{what}: {} (Job {})", v.message, v.job),
+        ),
+        _ => {
+            let note = a
+                .probe_note
+                .as_deref()
+                .unwrap_or("the probe Job is being looked up");
+            (
+                false,
+                reason::VERIFICATION_PENDING,
+                format!("checking {what} from inside the cluster: {note}"),
+            )
+        }
+    };
+    let held = a.slots.gate != Gate::Passed && a.mine.iter().any(|m| m.needs_write);
+    if held {
+        let failed = why == reason::VERIFICATION_FAILED;
+        let n = a.mine.iter().filter(|m| m.needs_write).count();
+        let m = format!("{n} workload(s) wait for the verification of {what}: {message}");
+        decided.retain(|d| ![READY, RECONCILING, STALLED].contains(&d.type_));
+        decided.push(cond(READY, false, why, m.clone()));
+        decided.push(cond(RECONCILING, !failed, why, m.clone()));
+        decided.push(cond(STALLED, failed, why, m));
+    }
+    decided.push(cond(VERIFIED, status, why, message));
+}
+
+fn cond(type_: &'static str, status: bool, reason: &'static str, message: String) -> Decided {
+    Decided {
+        type_,
+        status,
+        reason,
+        message,
+    }
+}

@@ -1,0 +1,45 @@
+//! The probe Job's I/O: find a run's Job and read its Pods, create it. Probe Jobs are
+//! short-lived, so a policy waiting on one is requeued soon rather than every namespace's
+//! Jobs being watched.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+
+use super::errors::{self, Category, Error};
+use super::plan::verify::{self, ProbeRun, Wanted};
+
+/// The run as the cluster shows it.
+pub(super) async fn run(client: &Client, ns: &str, w: &Wanted) -> Result<ProbeRun, Error> {
+    let shown = format!("Job {ns}/{}", w.job_name);
+    let job = Api::<Job>::namespaced(client.clone(), ns)
+        .get_opt(&w.job_name)
+        .await
+        .map_err(Error::kube("reading", &shown))?;
+    let Some(job) = job else {
+        return Ok(ProbeRun::Missing);
+    };
+    let selector = format!("batch.kubernetes.io/job-name={}", w.job_name);
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(Error::kube("listing", format!("Pods of {shown}")))?;
+    Ok(verify::read(w, &job, &pods.items))
+}
+
+/// Creates the run's Job; one another instance created first is the same run.
+pub(super) async fn create(client: &Client, ns: &str, job: &Job) -> Result<(), Error> {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    match Api::<Job>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), job)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(namespace = %ns, job = %name, "started a verification probe");
+            Ok(())
+        }
+        Err(e) if errors::category_of(&e) == Category::Conflict => Ok(()),
+        Err(e) => Err(Error::kube("creating", format!("Job {ns}/{name}"))(e)),
+    }
+}
