@@ -43,6 +43,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* The image of probe Jobs: verification.probeImage, else the operator's own. */}}
+{{- define "epo.probeImage" -}}
+{{- .Values.verification.probeImage | default (include "epo.image" .) }}
+{{- end }}
+
 {{/* The operator's command line. */}}
 {{- define "epo.args" -}}
 - run
@@ -51,6 +56,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - {{ printf "--lease-name=%s" (include "epo.fullname" .) | quote }}
 {{- end }}
 - {{ printf "--admin-addr=0.0.0.0:%v" .Values.admin.port | quote }}
+- {{ printf "--probe-image=%s" (include "epo.probeImage" .) | quote }}
 {{- if .Values.watchNamespaces }}
 {{- range .Values.watchNamespaces }}
 - {{ printf "--namespace=%s" . | quote }}
