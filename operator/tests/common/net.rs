@@ -1,5 +1,28 @@
-//! Real networks for tests: HTTP and HTTPS targets that count what they serve, for now; real
-//! proxies and an isolated client network come next.
+//! Real networks for tests: HTTP and HTTPS targets and real proxies (tinyproxy and squid); an
+//! isolated client network comes next.
+//!
+//! # Proxies
+//!
+//! [`Proxy::tinyproxy`] and [`Proxy::squid`] start the real proxies from a [`ProxyConfig`]: basic
+//! authentication with one user, refused host names (exact names, checked after
+//! authentication), the ports CONNECT may reach (none if the list is empty), and the names the
+//! proxy resolves. Both resolve names from a hosts file the harness writes: squid through its
+//! own `hosts_file` directive (it does not use nsswitch), tinyproxy (which resolves through
+//! glibc) inside `unshare -rm` with the file bind-mounted over `/etc/hosts`. Squid, started as
+//! root, drops to the `proxy` user and so gets a directory owned by `proxy`; no disk cache, and
+//! nothing written outside its temporary directory.
+//!
+//! Status codes the proxies answer, observed with curl against tinyproxy 1.11.1 and squid 5.7
+//! (Debian 12) and asserted by `operator/tests/net_harness.rs`, the same for a plain-HTTP
+//! absolute-form request and for CONNECT (where curl reports it as `%{http_connect}` and
+//! exits 56):
+//!
+//! | request                        | tinyproxy 1.11 | squid 5 |
+//! |--------------------------------|----------------|---------|
+//! | no credentials                 | 407            | 407     |
+//! | wrong password                 | **401**        | 407     |
+//! | refused host (right password)  | 403            | 403     |
+//! | CONNECT to a port not allowed  | 403            | 403     |
 //!
 //! # Failing tests
 //!
@@ -519,4 +542,373 @@ fn issue_certificates(openssl: &Path, dir: &TempDir, dns_name: &str) {
         "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
          -days 2 -extfile server.ext",
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxies
+
+/// The status a proxy answers to a request without credentials (both proxies).
+pub const NO_CREDENTIALS_STATUS: u16 = 407;
+/// The status a proxy answers for a refused host name or CONNECT port (both proxies).
+pub const FORBIDDEN_STATUS: u16 = 403;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyKind {
+    Tinyproxy,
+    Squid,
+}
+
+impl ProxyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProxyKind::Tinyproxy => "tinyproxy",
+            ProxyKind::Squid => "squid",
+        }
+    }
+
+    /// The status the proxy answers to a wrong password, plain request or CONNECT: tinyproxy
+    /// 1.11 answers 401 (with `WWW-Authenticate`), squid 407 (a new challenge).
+    pub fn wrong_password_status(self) -> u16 {
+        match self {
+            ProxyKind::Tinyproxy => 401,
+            ProxyKind::Squid => 407,
+        }
+    }
+}
+
+/// What a test proxy enforces. Host names and credentials are single words (no blanks, quotes
+/// or `#`): they go into the proxies' configuration files as they are. tinyproxy takes user
+/// names and passwords of `[-A-Za-z0-9._]` only; squid any (test percent-encoding with squid).
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    pub user: String,
+    pub password: String,
+    /// Host names refused with 403 (exact names), after authentication.
+    pub deny: Vec<String>,
+    /// The ports CONNECT may reach; none when empty.
+    pub connect_ports: Vec<u16>,
+    /// The names the proxy resolves, and to what.
+    pub hosts: Vec<(String, IpAddr)>,
+}
+
+impl ProxyConfig {
+    pub fn new(user: &str, password: &str) -> ProxyConfig {
+        ProxyConfig {
+            user: user.to_string(),
+            password: password.to_string(),
+            deny: Vec::new(),
+            connect_ports: Vec::new(),
+            hosts: Vec::new(),
+        }
+    }
+
+    pub fn deny(mut self, host: &str) -> Self {
+        self.deny.push(host.to_string());
+        self
+    }
+
+    pub fn connect_port(mut self, port: u16) -> Self {
+        self.connect_ports.push(port);
+        self
+    }
+
+    pub fn resolve(mut self, name: &str, ip: impl Into<IpAddr>) -> Self {
+        self.hosts.push((name.to_string(), ip.into()));
+        self
+    }
+
+    fn check(&self, kind: ProxyKind) {
+        let words = [&self.user, &self.password]
+            .into_iter()
+            .chain(&self.deny)
+            .chain(self.hosts.iter().map(|(n, _)| n));
+        for w in words {
+            assert!(
+                !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || "\"'#".contains(c)),
+                "proxy config: {w:?} must be one word without quotes or #"
+            );
+        }
+        // tinyproxy's configuration grammar takes BasicAuth words of [-A-Za-z0-9._] only.
+        let plain = |w: &str| {
+            w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+        };
+        assert!(
+            kind != ProxyKind::Tinyproxy || (plain(&self.user) && plain(&self.password)),
+            "tinyproxy takes user names and passwords of [-A-Za-z0-9._] only; squid takes any"
+        );
+    }
+}
+
+/// A real proxy on 127.0.0.1 (random port), killed on drop.
+pub struct Proxy {
+    daemon: Daemon,
+    kind: ProxyKind,
+    port: u16,
+    config: ProxyConfig,
+    dir: TempDir,
+}
+
+impl Proxy {
+    pub fn tinyproxy(config: &ProxyConfig) -> Proxy {
+        Proxy::start(ProxyKind::Tinyproxy, config)
+    }
+
+    pub fn squid(config: &ProxyConfig) -> Proxy {
+        Proxy::start(ProxyKind::Squid, config)
+    }
+
+    pub fn start(kind: ProxyKind, config: &ProxyConfig) -> Proxy {
+        config.check(kind);
+        let dir = TempDir::new(kind.name());
+        write(&dir.join("hosts"), &hosts_file(&config.hosts));
+        match kind {
+            ProxyKind::Tinyproxy => write(&dir.join("filter"), &lines(&config.deny)),
+            ProxyKind::Squid => squid_prepare(&dir, config),
+        }
+        // The port is free when picked; another process may take it before the proxy binds:
+        // then the proxy exits and it is tried again on another port.
+        let mut failures = String::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let (mut cmd, ready_file, ready_line) = match kind {
+                ProxyKind::Tinyproxy => tinyproxy_command(&dir, config, port),
+                ProxyKind::Squid => squid_command(&dir, config, port),
+            };
+            let _ = fs::remove_file(&ready_file);
+            let mut daemon = Daemon::spawn(kind.name(), &mut cmd, dir.join("output.log"));
+            let ready = || read(&ready_file).contains(ready_line);
+            match daemon.wait_ready(&format!("{} listening", kind.name()), ready) {
+                Ok(()) => {
+                    let config = config.clone();
+                    return Proxy {
+                        daemon,
+                        kind,
+                        port,
+                        config,
+                        dir,
+                    };
+                }
+                Err(e) => {
+                    drop(daemon);
+                    let _ = writeln!(failures, "{e}");
+                }
+            }
+        }
+        panic!(
+            "{} did not start:\n{failures}{}",
+            kind.name(),
+            Proxy::files(kind, &dir)
+        );
+    }
+
+    pub fn kind(&self) -> ProxyKind {
+        self.kind
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn config(&self) -> &ProxyConfig {
+        &self.config
+    }
+
+    /// `http://127.0.0.1:PORT`, no credentials.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `http://USER:PASSWORD@127.0.0.1:PORT`, both percent-encoded.
+    pub fn url_with(&self, user: &str, password: &str) -> String {
+        let (user, password) = (percent_encode(user), percent_encode(password));
+        format!("http://{user}:{password}@127.0.0.1:{}", self.port)
+    }
+
+    /// The URL with the configured (right) credentials.
+    pub fn authed_url(&self) -> String {
+        self.url_with(&self.config.user, &self.config.password)
+    }
+
+    /// The configuration and logs, for a failing test's output.
+    pub fn logs(&self) -> String {
+        Proxy::files(self.kind, &self.dir)
+    }
+
+    fn files(kind: ProxyKind, dir: &TempDir) -> String {
+        let names: &[&str] = match kind {
+            ProxyKind::Tinyproxy => &[
+                "tinyproxy.conf",
+                "filter",
+                "hosts",
+                "output.log",
+                "tinyproxy.log",
+            ],
+            ProxyKind::Squid => &[
+                "squid.conf",
+                "hosts",
+                "output.log",
+                "cache.log",
+                "access.log",
+            ],
+        };
+        sections(dir.path(), names)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "{} on port {}:\n{}",
+                self.kind.name(),
+                self.port,
+                self.logs()
+            );
+        }
+    }
+}
+
+fn lines<T: std::fmt::Display>(items: &[T]) -> String {
+    items.iter().map(|i| format!("{i}\n")).collect()
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// tinyproxy in the foreground, inside `unshare -rm` with its hosts file over /etc/hosts (it
+/// resolves through glibc); ready when its log says it accepts connections.
+fn tinyproxy_command(
+    dir: &TempDir,
+    config: &ProxyConfig,
+    port: u16,
+) -> (Command, PathBuf, &'static str) {
+    let d = dir.path().display();
+    let mut conf = format!(
+        "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 100\nAllow 127.0.0.1\n\
+         LogFile \"{d}/tinyproxy.log\"\nLogLevel Info\n\
+         BasicAuth {} {}\n\
+         Filter \"{d}/filter\"\nFilterType fnmatch\nFilterDefaultDeny No\n",
+        config.user, config.password
+    );
+    // Without a ConnectPort line tinyproxy allows CONNECT to every port; 0 allows none.
+    let ports = if config.connect_ports.is_empty() {
+        &[0][..]
+    } else {
+        &config.connect_ports
+    };
+    for p in ports {
+        let _ = writeln!(conf, "ConnectPort {p}");
+    }
+    write(&dir.join("tinyproxy.conf"), &conf);
+    let mut cmd = Command::new(tool("unshare", "util-linux"));
+    cmd.args([
+        "-rm",
+        "/bin/sh",
+        "-c",
+        r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#,
+        "sh",
+    ])
+    .arg(dir.join("hosts"))
+    .arg(tool("tinyproxy", "tinyproxy"))
+    .arg("-d")
+    .arg("-c")
+    .arg(dir.join("tinyproxy.conf"));
+    (cmd, dir.join("tinyproxy.log"), "Starting main loop")
+}
+
+/// The password file (Apache MD5, which basic_ncsa_auth reads) and a directory squid's
+/// `proxy` user may write when squid starts as root and drops to it.
+fn squid_prepare(dir: &TempDir, config: &ProxyConfig) {
+    let openssl = tool("openssl", "openssl");
+    let hash = run(
+        Command::new(openssl).args(["passwd", "-apr1", "-stdin"]),
+        &config.password,
+    );
+    write(
+        &dir.join("passwd"),
+        &format!("{}:{}\n", config.user, hash.trim()),
+    );
+    if let Some((uid, gid)) = user_ids("proxy") {
+        // Fails when not root; then squid runs as the current user and needs no other owner.
+        let _ = std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid));
+    }
+}
+
+/// squid without daemon (`-N`); ready when cache.log says it accepts HTTP connections.
+fn squid_command(
+    dir: &TempDir,
+    config: &ProxyConfig,
+    port: u16,
+) -> (Command, PathBuf, &'static str) {
+    let d = dir.path().display();
+    let helper = Path::new("/usr/lib/squid/basic_ncsa_auth");
+    assert!(
+        helper.exists(),
+        "net harness: {} not found; install it with `apt-get install -y squid`",
+        helper.display()
+    );
+    let connect = if config.connect_ports.is_empty() {
+        "http_access deny CONNECT\n".to_string()
+    } else {
+        format!(
+            "acl connect_ports port {}\nhttp_access deny CONNECT !connect_ports\n",
+            words(&config.connect_ports)
+        )
+    };
+    let deny = if config.deny.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "acl refused dstdomain {}\nhttp_access deny refused\n",
+            words(&config.deny)
+        )
+    };
+    let conf = format!(
+        "http_port 127.0.0.1:{port}\n\
+         visible_hostname egress-proxy-test-squid\n\
+         cache_effective_user proxy\n\
+         pid_filename {d}/squid.pid\ncache_log {d}/cache.log\naccess_log stdio:{d}/access.log\n\
+         cache_store_log none\nnetdb_filename none\npinger_enable off\ncoredump_dir {d}\n\
+         cache deny all\ncache_mem 8 MB\nshutdown_lifetime 0 seconds\n\
+         hosts_file {d}/hosts\ndns_nameservers 127.0.0.1\n\
+         auth_param basic program {} {d}/passwd\n\
+         auth_param basic children 2 startup=1\nauth_param basic realm egress-proxy-test\n\
+         acl CONNECT method CONNECT\nacl authenticated proxy_auth REQUIRED\n\
+         http_access deny !authenticated\n{connect}{deny}http_access allow all\n",
+        helper.display()
+    );
+    write(&dir.join("squid.conf"), &conf);
+    let mut cmd = Command::new(tool("squid", "squid"));
+    cmd.arg("-N").arg("-f").arg(dir.join("squid.conf"));
+    (
+        cmd,
+        dir.join("cache.log"),
+        "Accepting HTTP Socket connections",
+    )
+}
+
+fn words<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A user's uid and gid from /etc/passwd.
+fn user_ids(user: &str) -> Option<(u32, u32)> {
+    read(Path::new("/etc/passwd")).lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 3 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
 }
