@@ -1,5 +1,68 @@
-//! Real networks for tests: HTTP and HTTPS targets and real proxies (tinyproxy and squid); an
-//! isolated client network comes next.
+//! Real networks for tests: HTTP and HTTPS targets, real proxies (tinyproxy and squid) and an
+//! isolated client network in which only the ports a test names are reachable, so that "this
+//! target is reachable only through the proxy" is a fact of the network and not of a setting.
+//!
+//! # Layout
+//!
+//! Everything the harness starts listens on `127.0.0.1` of the test's own network namespace (the
+//! host side) on a port the kernel picks. The program under test runs in an [`Isolated`]
+//! network: fresh user, network and mount namespaces (`unshare -rnm`) with only loopback, where
+//! a TCP port is reachable only if the test bridged it.
+//!
+//! ```text
+//!   isolated namespace (program, e.g. the probe)      host side (the test process)
+//!   /etc/hosts = the names the test gave
+//!   ADDR:PORT  socat ──► DIR/h<H>.sock (Unix socket) ──► socat ──► 127.0.0.1:H  target / proxy
+//!   any other port: connection refused; any other address: unreachable (both curl exit 7)
+//!
+//!   proxy (tinyproxy or squid, host side, 127.0.0.1:P)
+//!   resolves the target names through its own hosts file ──► 127.0.0.1:<target port>
+//! ```
+//!
+//! * A bridge listens inside on `ADDR:PORT` and reaches host port `H`. [`IsolatedBuilder::port`]
+//!   bridges a port to the same number on all addresses (`0.0.0.0`); [`IsolatedBuilder::alias`]
+//!   offers another port number inside (443 inside ► a [`TlsTarget`]'s random port);
+//!   [`IsolatedBuilder::alias_at`] does so on one address only (two services on 443).
+//! * Names: the isolated `/etc/hosts` holds `localhost` and the [`IsolatedBuilder::host`]
+//!   entries (glibc resolves through `files` first: Debian's nsswitch is `files dns`). IPv4
+//!   addresses outside 127/8 named there (a Service IP such as `10.96.0.1`) or in `alias_at`
+//!   are added to the isolated loopback, so they exist inside; a port on them is reachable only
+//!   if bridged. There is no route anywhere else (unreachable) and no DNS.
+//! * The usual setup for the four paths of the probe: bridge the internal target (and the
+//!   Kubernetes API or a Service on its IP) and the proxy's port; give the external and
+//!   forbidden names in the hosts file or not at all, but never bridge their ports: the only
+//!   way to them is the proxy, which resolves them itself ([`ProxyConfig::resolve`]).
+//! * The program is exec'd by `operator/tests/net/isolate.sh` once every bridge is in LISTEN
+//!   state inside (read with `ss`; the kernel then accepts connections): no race with its first
+//!   connection. Its PID (the one the caller spawned), exit status, signals, stdin, stdout,
+//!   stderr and environment are its own (plus `PWD`, which `/bin/sh` exports); it runs as uid 0
+//!   of the new user namespace (the caller's uid outside). Set-up failures exit 125 with a line
+//!   on stderr. The bridges inside die with the program (parent-death signal).
+//! * [`Isolated::wrap`] writes a shell script that runs one program inside with `"$@"`, for
+//!   places that want a program path (kube-sim mapping an image to a local program).
+//!
+//! A probe test, say:
+//!
+//! ```rust,ignore
+//! let internal = Target::start("internal");
+//! let external = Target::start("external");
+//! let forbidden = Target::start("forbidden");
+//! let proxy = Proxy::squid(
+//!     &ProxyConfig::new("probe", "secret")
+//!         .deny("forbidden.test")
+//!         .resolve("external.test", Ipv4Addr::LOCALHOST)
+//!         .resolve("forbidden.test", Ipv4Addr::LOCALHOST),
+//! );
+//! let net = Isolated::builder()
+//!     .port(internal.port())
+//!     .port(proxy.port())
+//!     .host("internal.corp.test", Ipv4Addr::LOCALHOST)
+//!     .start();
+//! let probe = net.wrap(env!("CARGO_BIN_EXE_egress-proxy-operator")); // e.g. kube-sim's image map
+//! // HTTP_PROXY=proxy.authed_url(), NO_PROXY=internal.corp.test, targets
+//! // internal.url("internal.corp.test"), external.url("external.test"),
+//! // forbidden.url("forbidden.test"); then external.requests() == 1, forbidden.requests() == 0.
+//! ```
 //!
 //! # Proxies
 //!
@@ -911,4 +974,240 @@ fn user_ids(user: &str) -> Option<(u32, u32)> {
         let f: Vec<&str> = l.split(':').collect();
         (f.len() > 3 && f[0] == user).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The isolated client network
+
+const ISOLATE_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/net/isolate.sh");
+
+#[derive(Clone, Debug)]
+struct Bridge {
+    address: Ipv4Addr,
+    inside: u16,
+    host: u16,
+}
+
+/// What an [`Isolated`] network offers; [`Isolated::builder`] starts one.
+#[derive(Clone, Debug, Default)]
+pub struct IsolatedBuilder {
+    bridges: Vec<Bridge>,
+    hosts: Vec<(String, IpAddr)>,
+}
+
+impl IsolatedBuilder {
+    /// Host port `port` reachable inside on the same number, on every address.
+    pub fn port(self, port: u16) -> Self {
+        self.alias(port, port)
+    }
+
+    /// Port `inside` (every address) reaching host port `host_port`.
+    pub fn alias(self, inside: u16, host_port: u16) -> Self {
+        self.alias_at(Ipv4Addr::UNSPECIFIED, inside, host_port)
+    }
+
+    /// `address:inside` reaching host port `host_port`; the address is added to lo.
+    pub fn alias_at(mut self, address: Ipv4Addr, inside: u16, host_port: u16) -> Self {
+        self.bridges.push(Bridge {
+            address,
+            inside,
+            host: host_port,
+        });
+        self
+    }
+
+    /// An /etc/hosts entry inside; an IPv4 address outside 127/8 is added to lo.
+    pub fn host(mut self, name: &str, ip: impl Into<IpAddr>) -> Self {
+        self.hosts.push((name.to_string(), ip.into()));
+        self
+    }
+
+    /// Starts the host side of the bridges and writes the scripts; returns once every host
+    /// side listens.
+    pub fn start(self) -> Isolated {
+        for (program, package) in [
+            ("socat", "socat"),
+            ("ip", "iproute2"),
+            ("ss", "iproute2"),
+            ("setpriv", "util-linux"),
+            ("mount", "mount"),
+        ] {
+            tool(program, package);
+        }
+        let unshare = tool("unshare", "util-linux");
+        let dir = TempDir::new("isolated");
+        write(&dir.join("hosts"), &hosts_file(&self.hosts));
+        write(&dir.join("addresses"), &lines(&self.lo_addresses()));
+        let socket = |port: u16| dir.join(&format!("h{port}.sock"));
+        let bridges: String = self
+            .bridges
+            .iter()
+            .map(|b| format!("{} {} {}\n", b.address, b.inside, socket(b.host).display()))
+            .collect();
+        write(&dir.join("bridges"), &bridges);
+        write(&dir.join("bridge.log"), "");
+        let mut host_ports: Vec<u16> = self.bridges.iter().map(|b| b.host).collect();
+        host_ports.sort_unstable();
+        host_ports.dedup();
+        let forwarders = host_ports
+            .iter()
+            .map(|&port| forward(&dir, &socket(port), port))
+            .collect();
+        let runner = dir.join("run");
+        write_script(&runner, &runner_script(&unshare, &dir, None));
+        Isolated {
+            forwarders,
+            builder: self,
+            unshare,
+            runner,
+            wrapped: AtomicU64::new(0),
+            dir,
+        }
+    }
+
+    fn lo_addresses(&self) -> Vec<Ipv4Addr> {
+        let named = self.hosts.iter().filter_map(|(_, ip)| match ip {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        });
+        let bridged = self.bridges.iter().map(|b| b.address);
+        let mut all: Vec<Ipv4Addr> = named
+            .chain(bridged)
+            .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+/// The host side of a bridge: `socat` serving `socket`, forwarding each connection to
+/// 127.0.0.1:port; returns once it listens (read from /proc/net/unix: no test connection).
+fn forward(dir: &TempDir, socket: &Path, port: u16) -> Daemon {
+    let mut cmd = Command::new(tool("socat", "socat"));
+    cmd.arg(format!(
+        "UNIX-LISTEN:{},fork,unlink-early",
+        socket.display()
+    ))
+    .arg(format!("TCP:127.0.0.1:{port}"));
+    let mut daemon = Daemon::spawn("socat", &mut cmd, dir.join(&format!("host-{port}.log")));
+    let listening = || unix_listening(socket);
+    if let Err(e) = daemon.wait_ready(&format!("bridge to port {port}"), listening) {
+        panic!("{e}\n{}", daemon.output());
+    }
+    daemon
+}
+
+/// Whether a Unix stream socket listens on `path` in this network namespace.
+fn unix_listening(path: &Path) -> bool {
+    // Num RefCount Protocol Flags Type St Inode Path; Flags 00010000 is __SO_ACCEPTCON.
+    let path = path.to_string_lossy();
+    read(Path::new("/proc/net/unix")).lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() == 8 && f[7] == path && f[3] == "00010000"
+    })
+}
+
+/// The script that enters the network: with `program`, runs it with "$@"; without, runs "$@".
+fn runner_script(unshare: &Path, dir: &TempDir, program: Option<&Path>) -> String {
+    let program = program
+        .map(|p| format!(" {}", sh_quote(&p.to_string_lossy())))
+        .unwrap_or_default();
+    format!(
+        "#!/bin/sh\n# The isolated network of {} (operator/tests/common/net.rs).\n\
+         exec {} -rnm /bin/sh {} {}{program} \"$@\"\n",
+        dir.path().display(),
+        sh_quote(&unshare.to_string_lossy()),
+        sh_quote(ISOLATE_SH),
+        sh_quote(&dir.path().to_string_lossy()),
+    )
+}
+
+/// `s` quoted for /bin/sh.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn write_script(path: &Path, content: &str) {
+    write(path, content);
+    set_mode(path, 0o755);
+}
+
+/// An isolated client network (see the module doc): host-side bridges, killed on drop, and the
+/// scripts that run programs inside. Programs still running inside when it drops lose their
+/// bridged connections.
+pub struct Isolated {
+    forwarders: Vec<Daemon>,
+    builder: IsolatedBuilder,
+    unshare: PathBuf,
+    runner: PathBuf,
+    wrapped: AtomicU64,
+    dir: TempDir,
+}
+
+impl Isolated {
+    pub fn builder() -> IsolatedBuilder {
+        IsolatedBuilder::default()
+    }
+
+    /// A script that runs its arguments (`PROGRAM ARG...`) inside.
+    pub fn runner(&self) -> &Path {
+        &self.runner
+    }
+
+    /// Writes a script that runs `program` inside with the script's arguments: a program path
+    /// to give where a command is expected (kube-sim's image → program mapping).
+    pub fn wrap(&self, program: impl AsRef<Path>) -> PathBuf {
+        let program = program.as_ref();
+        let n = self.wrapped.fetch_add(1, Ordering::Relaxed);
+        let base = program
+            .file_name()
+            .map(|b| b.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let path = self.dir.join(&format!("wrap-{n}-{base}"));
+        write_script(
+            &path,
+            &runner_script(&self.unshare, &self.dir, Some(program)),
+        );
+        path
+    }
+
+    /// `program` to run inside (tokio); add arguments, environment and stdio as usual.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.runner);
+        cmd.arg(program);
+        cmd
+    }
+
+    /// As [`Self::command`], a `std::process::Command`.
+    pub fn std_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(&self.runner);
+        cmd.arg(program);
+        cmd
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The set-up files, the host-side forwarders' and the inside bridges' logs.
+    pub fn logs(&self) -> String {
+        let mut out = format!("{:#?}\n", self.builder);
+        out += &sections(
+            self.dir.path(),
+            &["hosts", "addresses", "bridges", "bridge.log"],
+        );
+        for f in &self.forwarders {
+            let _ = writeln!(out, "----- {}\n{}", f.output.display(), f.output());
+        }
+        out
+    }
+}
+
+impl Drop for Isolated {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("isolated network:\n{}", self.logs());
+        }
+    }
 }
