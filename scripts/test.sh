@@ -16,6 +16,8 @@ fi
 export EPO_PYTHON="$venv/bin/python"
 # Lua 5.1, the language of Argo CD's health checks (tests/argocd_health.rs).
 command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq lua5.1 >/dev/null; }
+# Real proxies, the isolated network's bridges and curl (operator/tests/common/net.rs, net_harness.rs).
+{ command -v tinyproxy && command -v squid && command -v socat && command -v curl; } >/dev/null || { apt-get update -qq && apt-get install -y -qq tinyproxy squid socat curl >/dev/null; }
 cargo test --workspace --locked
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator

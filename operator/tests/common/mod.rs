@@ -2,6 +2,8 @@
 //! of the demo, the CRD, and the operator running against it over HTTP.
 #![allow(dead_code)]
 
+pub mod net;
+
 use std::future::Future;
 use std::time::Duration;
 
