@@ -7,6 +7,7 @@ pub(crate) mod admission;
 pub(crate) mod api;
 pub(crate) mod apply;
 pub(crate) mod auth;
+pub(crate) mod batch;
 pub(crate) mod builtin_schemas;
 pub(crate) mod controllers;
 pub(crate) mod delete;

@@ -249,7 +249,7 @@ const MAX_PODS: i64 = 10_000;
 
 /// Drop nulls and empty objects/arrays, so a template round-tripped through typed clients
 /// (as `kubectl rollout undo` does) hashes the same.
-fn canonical(v: &Value) -> Option<Value> {
+pub(crate) fn canonical(v: &Value) -> Option<Value> {
     match v {
         Value::Null => None,
         Value::Object(m) => {
