@@ -286,15 +286,7 @@ fn builtin_columns(kind: &str) -> Vec<Col> {
             col("IP", "string", 1, |v| s(v, ".status.podIP")),
             col("Node", "string", 1, |v| s(v, ".spec.nodeName")),
         ],
-        "Job" => vec![col("Completions", "string", 0, |v| {
-            json!(format!(
-                "{}/{}",
-                n(v, ".status.succeeded"),
-                json_path(v, ".spec.completions")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1)
-            ))
-        })],
+        "Job" => job_columns(),
         "Lease" => vec![col("Holder", "string", 0, |v| s(v, ".spec.holderIdentity"))],
         "CustomResourceDefinition" => vec![col("Created At", "date", 0, |v| {
             s(v, ".metadata.creationTimestamp")
@@ -407,6 +399,72 @@ pub fn render(
         "columnDefinitions": defs,
         "rows": rows,
     })
+}
+
+fn job_columns() -> Vec<Col> {
+    vec![
+        col("Status", "string", 0, job_status),
+        col("Completions", "string", 0, job_completions),
+        col("Duration", "string", 0, job_duration),
+        col("Containers", "string", 1, |v| containers(v, "name")),
+        col("Images", "string", 1, |v| containers(v, "image")),
+        col("Selector", "string", 1, |v| {
+            json!(crate::scale::selector_string(
+                json_path(v, ".spec.selector").unwrap_or(&Value::Null)
+            ))
+        }),
+    ]
+}
+
+fn job_condition(v: &Value, ty: &str) -> bool {
+    json_path(v, ".status.conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type") == Some(&json!(ty)) && c.get("status") == Some(&json!("True")))
+}
+
+/// A Job's STATUS column, in kubectl's order of precedence.
+fn job_status(v: &Value) -> Value {
+    let status = if job_condition(v, "Complete") {
+        "Complete"
+    } else if job_condition(v, "Failed") {
+        "Failed"
+    } else if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        "Terminating"
+    } else if job_condition(v, "Suspended") {
+        "Suspended"
+    } else if job_condition(v, "FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    };
+    json!(status)
+}
+
+fn job_completions(v: &Value) -> Value {
+    let done = n(v, ".status.succeeded");
+    if let Some(c) = json_path(v, ".spec.completions").and_then(Value::as_i64) {
+        return json!(format!("{done}/{c}"));
+    }
+    match n(v, ".spec.parallelism") {
+        p if p > 1 => json!(format!("{done}/1 of {p}")),
+        _ => json!(format!("{done}/1")),
+    }
+}
+
+fn job_duration(v: &Value) -> Value {
+    let at = |p: &str| {
+        json_path(v, p)
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+    };
+    let Some(start) = at(".status.startTime") else {
+        return json!("");
+    };
+    let end = at(".status.completionTime").unwrap_or_else(chrono::Utc::now);
+    json!(human_duration((end - start).num_seconds()))
 }
 
 /// A Pod's STATUS column as the real server prints it: Terminating, a waiting container's
