@@ -346,9 +346,15 @@ fn columns(rt: &ResourceType, crd: Option<&Value>) -> Vec<Col> {
                 &rt.kind
             }));
             if rt.kind != "CustomResourceDefinition" {
-                cols.push(col("Age", "string", 0, |v| {
+                // AGE ends the default columns; the `-o wide` ones follow it.
+                let at = cols
+                    .iter()
+                    .position(|c| c.priority > 0)
+                    .unwrap_or(cols.len());
+                let age_col = col("Age", "string", 0, |v| {
                     age(v.pointer("/metadata/creationTimestamp"))
-                }));
+                });
+                cols.insert(at, age_col);
             }
         }
     }
