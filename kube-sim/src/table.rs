@@ -474,17 +474,29 @@ fn job_duration(v: &Value) -> Value {
 }
 
 /// A Pod's STATUS column as the real server prints it: Terminating, a waiting container's
-/// reason, else the phase.
+/// reason, a finished container's reason, else the phase.
 fn pod_status(v: &Value) -> Value {
     if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
         return json!("Terminating");
     }
-    let waiting = json_path(v, ".status.containerStatuses")
+    let statuses = json_path(v, ".status.containerStatuses")
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+        .cloned()
+        .unwrap_or_default();
+    let waiting = statuses
+        .iter()
         .find_map(|c| c.pointer("/state/waiting/reason").cloned());
-    waiting.unwrap_or_else(|| s(v, ".status.phase"))
+    // A finished Pod shows how its (last) container ended: Completed, Error.
+    let phase = s(v, ".status.phase");
+    let ended = matches!(phase.as_str(), Some("Succeeded" | "Failed"))
+        .then(|| {
+            statuses
+                .iter()
+                .rev()
+                .find_map(|c| c.pointer("/state/terminated/reason").cloned())
+        })
+        .flatten();
+    waiting.or(ended).unwrap_or(phase)
 }
 
 #[cfg(test)]
