@@ -10,6 +10,7 @@
 
 mod daemon;
 mod deployment;
+mod env;
 mod pods;
 mod replicaset;
 pub(crate) mod rolling;
