@@ -12,6 +12,7 @@ mod daemon;
 mod deployment;
 mod env;
 mod pods;
+mod procs;
 mod replicaset;
 pub(crate) mod rolling;
 mod stateful;
