@@ -35,6 +35,7 @@ pub(crate) mod store;
 pub(crate) mod table;
 pub(crate) mod watch;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,11 @@ pub struct Config {
     /// Factor applied to a deleted Pod's grace period before it is removed; 0 (the default)
     /// removes deleted Pods at once. Needs `controllers`.
     pub grace_scale: f64,
+    /// Images whose containers run as local processes, each mapped to the program that
+    /// stands for the image's entrypoint. Only Pods with restartPolicy Never or OnFailure
+    /// (Job Pods) are run; a container whose image is not here stays waiting with
+    /// ErrImagePull. Needs `controllers`.
+    pub run_images: BTreeMap<String, PathBuf>,
 }
 
 impl Default for Config {
@@ -84,6 +90,7 @@ impl Default for Config {
             controllers: false,
             ready_after: Duration::ZERO,
             grace_scale: 0.0,
+            run_images: BTreeMap::new(),
         }
     }
 }
@@ -129,6 +136,7 @@ impl KubeSim {
             bookmark_interval: config.bookmark_interval,
             max_body_bytes: limits::MAX_BODY_BYTES,
             hooks: Mutex::new(hooks::Hooks::default()),
+            logs: controllers::Logs::default(),
         });
         let (stop_tx, stop_rx) = tokio_watch::channel(false);
         if config.controllers {
@@ -138,9 +146,10 @@ impl KubeSim {
                 grace_scale: config.grace_scale,
             };
             let mut stop = stop_rx.clone();
+            let images = config.run_images.clone();
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = controllers::run(s, pacing) => {}
+                    _ = controllers::run(s, pacing, images) => {}
                     _ = stop.changed() => {}
                 }
             });

@@ -35,6 +35,8 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     pub max_body_bytes: usize,
     pub hooks: Mutex<crate::hooks::Hooks>,
+    /// Output of the containers kube-sim runs (`pods/log`).
+    pub logs: crate::controllers::Logs,
 }
 
 impl Shared {

@@ -15,6 +15,7 @@ mod pods;
 mod procs;
 mod replicaset;
 pub(crate) mod rolling;
+mod run;
 mod stateful;
 
 use std::collections::{BTreeSet, HashMap};
@@ -32,6 +33,8 @@ use crate::server::Shared;
 use crate::store::{Broadcast, Change, EventType, Store};
 
 pub use pods::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
+pub use procs::Logs;
+pub(crate) use run::Images;
 
 const MANAGER: &str = "kube-controller-manager";
 
@@ -65,10 +68,16 @@ pub(crate) struct Ctl {
     gone_due: HashMap<String, Instant>,
     /// Deployment uid -> (last progress, what the progress was measured on).
     progress: HashMap<String, (Instant, Value)>,
+    /// Processes of executed Pods.
+    procs: procs::Procs,
+    /// Images mapped to local programs.
+    images: Images,
+    /// Executed Pods waiting for a Secret or ConfigMap: (namespace, name).
+    config_waiting: BTreeSet<(String, String)>,
 }
 
 impl Ctl {
-    fn new(pacing: Pacing) -> Self {
+    fn new(pacing: Pacing, procs: procs::Procs, images: Images) -> Self {
         Self {
             pacing,
             timers: BTreeSet::new(),
@@ -76,6 +85,9 @@ impl Ctl {
             ready_due: HashMap::new(),
             gone_due: HashMap::new(),
             progress: HashMap::new(),
+            procs,
+            images,
+            config_waiting: BTreeSet::new(),
         }
     }
 
@@ -371,7 +383,9 @@ fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
             reconcile_owners(store, ctl, &c.object);
         }
         ("", "pods") => {
-            if !deleted {
+            if deleted {
+                run::pod_gone(ctl, &c.object);
+            } else {
                 pods::kubelet(store, ctl, ns, &n);
             }
             // A Pod the controllers just created changes nothing they do not know.
@@ -380,6 +394,7 @@ fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
             }
         }
         ("", "nodes") if c.kind != EventType::Modified => daemon::reconcile_all(store, ctl),
+        ("", "secrets" | "configmaps") if !deleted => run::retry_config(store, ctl, ns),
         _ => {}
     }
 }
@@ -414,9 +429,19 @@ fn fire(store: &mut Store, ctl: &mut Ctl, w: Wake) {
     }
 }
 
-/// Run the controllers until the channel closes.
-pub async fn run(shared: Arc<Shared>, pacing: Pacing) {
-    let mut ctl = Ctl::new(pacing);
+/// What wakes the controller loop.
+enum Msg {
+    Change(Result<Broadcast, broadcast::error::RecvError>),
+    Timer,
+    Exit(procs::Exit),
+}
+
+/// Run the controllers until the channel closes; dropping the future kills every process it
+/// started.
+pub async fn run(shared: Arc<Shared>, pacing: Pacing, images: Images) {
+    let (exits_tx, mut exits) = tokio::sync::mpsc::unbounded_channel();
+    let procs = procs::Procs::new(exits_tx, shared.logs.clone());
+    let mut ctl = Ctl::new(pacing, procs, images);
     let mut rx = {
         let mut store = shared.lock();
         let rx = store.subscribe();
@@ -426,23 +451,25 @@ pub async fn run(shared: Arc<Shared>, pacing: Pacing) {
     loop {
         let next = ctl.timers.first().map(|(at, _)| *at);
         let msg = tokio::select! {
-            m = rx.recv() => Some(m),
-            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => None,
+            m = rx.recv() => Msg::Change(m),
+            Some(e) = exits.recv() => Msg::Exit(e),
+            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => Msg::Timer,
         };
         let mut store = shared.lock();
         match msg {
-            None => {
+            Msg::Timer => {
                 for w in ctl.due(Instant::now()) {
                     fire(&mut store, &mut ctl, w);
                 }
             }
-            Some(Ok(Broadcast::Change(c))) => handle(&mut store, &mut ctl, &c),
-            Some(Ok(Broadcast::Expire)) => {}
-            Some(Err(broadcast::error::RecvError::Lagged(n))) => {
+            Msg::Exit(e) => run::exited(&mut store, &mut ctl, e),
+            Msg::Change(Ok(Broadcast::Change(c))) => handle(&mut store, &mut ctl, &c),
+            Msg::Change(Ok(Broadcast::Expire)) => {}
+            Msg::Change(Err(broadcast::error::RecvError::Lagged(n))) => {
                 tracing::warn!(missed = n, "controllers fell behind; resyncing");
                 resync(&mut store, &mut ctl);
             }
-            Some(Err(broadcast::error::RecvError::Closed)) => return,
+            Msg::Change(Err(broadcast::error::RecvError::Closed)) => return,
         }
     }
 }
