@@ -23,6 +23,7 @@ pub(crate) mod load;
 pub(crate) mod object;
 pub(crate) mod openapi;
 pub(crate) mod patch;
+pub(crate) mod podlog;
 pub(crate) mod protobuf;
 pub(crate) mod resources;
 pub(crate) mod reviews;

@@ -402,6 +402,9 @@ async fn resource(
         None => {}
         Some("status") if t.rt.status => {}
         Some("scale") if t.rt.scale => return scale(shared, req, &t, &q).await,
+        Some("log") if t.rt.group.is_empty() && t.rt.plural == "pods" && method == Method::GET => {
+            return crate::podlog::get(shared, &t, &q);
+        }
         Some("token")
             if t.rt.group.is_empty()
                 && t.rt.plural == "serviceaccounts"

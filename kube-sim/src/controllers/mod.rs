@@ -33,7 +33,7 @@ use crate::server::Shared;
 use crate::store::{Broadcast, Change, EventType, Store};
 
 pub use pods::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
-pub use procs::Logs;
+pub use procs::{Logs, Output, read as read_output, tail_lines};
 pub(crate) use run::Images;
 
 const MANAGER: &str = "kube-controller-manager";
