@@ -1,16 +1,20 @@
 //! Simulated controllers (opt-in): Deployment -> ReplicaSets (by pod-template hash) -> Pods,
-//! StatefulSet -> Pods `name-0..n` one ordinal at a time, DaemonSet -> one Pod per Node, and a
-//! kubelet that makes Pods Ready after a delay and removes deleted Pods after their grace
-//! period. Rollouts are paced the way the real controllers pace them (`rolling`), and status
-//! carries the fields `kubectl rollout status` reads.
+//! StatefulSet -> Pods `name-0..n` one ordinal at a time, DaemonSet -> one Pod per Node,
+//! Job -> Pods until enough succeed, and a kubelet that makes Pods Ready after a delay and
+//! removes deleted Pods after their grace period. Pods with restartPolicy Never or OnFailure
+//! (Job Pods) are run as local processes instead when their image is mapped (`run`).
+//! Rollouts are paced the way the real controllers pace them (`rolling`), and status carries
+//! the fields `kubectl rollout status` reads.
 //!
-//! Everything runs on the store's change stream plus timers (`Ctl::timers`): a Pod that becomes
-//! Ready later, a Pod whose grace period ends, a ReplicaSet whose Pods reach `minReadySeconds`,
-//! a Deployment whose progress deadline passes.
+//! Everything runs on the store's change stream plus timers (`Ctl::timers`) and the exits of
+//! the processes: a Pod that becomes Ready later, a Pod whose grace period ends, a ReplicaSet
+//! whose Pods reach `minReadySeconds`, a Deployment whose progress deadline passes, a Job whose
+//! deadline or TTL passes.
 
 mod daemon;
 mod deployment;
 mod env;
+mod job;
 mod pods;
 mod procs;
 mod replicaset;
@@ -18,7 +22,7 @@ pub(crate) mod rolling;
 mod run;
 mod stateful;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,6 +78,10 @@ pub(crate) struct Ctl {
     images: Images,
     /// Executed Pods waiting for a Secret or ConfigMap: (namespace, name).
     config_waiting: BTreeSet<(String, String)>,
+    /// Job uid -> when it started and when it finished (the API keeps whole seconds).
+    job_times: HashMap<String, job::Times>,
+    /// Finished Pods a Job has counted (by Pod uid).
+    counted: HashSet<String>,
 }
 
 impl Ctl {
@@ -88,6 +96,8 @@ impl Ctl {
             procs,
             images,
             config_waiting: BTreeSet::new(),
+            job_times: HashMap::new(),
+            counted: HashSet::new(),
         }
     }
 
@@ -100,6 +110,7 @@ impl Ctl {
         self.ready_due.remove(uid);
         self.gone_due.remove(uid);
         self.progress.remove(uid);
+        self.job_times.remove(uid);
     }
 
     /// The timers due by `now`, removed.
@@ -246,7 +257,8 @@ fn generation(o: &Value) -> Value {
 }
 
 fn owner_ref(kind: &str, o: &Value) -> Value {
-    json!([{ "apiVersion": "apps/v1", "kind": kind, "name": name(o), "uid": uid(o),
+    let api_version = if kind == "Job" { "batch/v1" } else { "apps/v1" };
+    json!([{ "apiVersion": api_version, "kind": kind, "name": name(o), "uid": uid(o),
              "controller": true, "blockOwnerDeletion": true }])
 }
 
@@ -303,7 +315,11 @@ fn template_hash(template: &Value) -> String {
 
 /// Objects of a kind that `owner_uid` owns, terminating ones included when asked.
 fn owned(store: &Store, plural: &str, owner_uid: &str, with_terminating: bool) -> Vec<Value> {
-    let group = if plural == "pods" { "" } else { "apps" };
+    let group = match plural {
+        "pods" => "",
+        "jobs" => "batch",
+        _ => "apps",
+    };
     let gr = gr(group, plural);
     let mut out: Vec<Value> = store
         .dependents_of(owner_uid)
@@ -336,6 +352,7 @@ fn reconcile(store: &mut Store, ctl: &mut Ctl, plural: &str, ns: &str, n: &str) 
         "replicasets" => replicaset::reconcile(store, ctl, ns, n),
         "statefulsets" => stateful::reconcile(store, ctl, ns, n),
         "daemonsets" => daemon::reconcile(store, ctl, ns, n),
+        "jobs" => job::reconcile(store, ctl, ns, n),
         _ => {}
     }
 }
@@ -348,6 +365,7 @@ fn reconcile_owners(store: &mut Store, ctl: &mut Ctl, o: &Value) {
         ("Deployment", "deployments"),
         ("StatefulSet", "statefulsets"),
         ("DaemonSet", "daemonsets"),
+        ("Job", "jobs"),
     ] {
         for owner in owners(o, kind) {
             reconcile(store, ctl, plural, &ns, &owner);
@@ -382,9 +400,11 @@ fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
             }
             reconcile_owners(store, ctl, &c.object);
         }
+        ("batch", "jobs") if !deleted => job::reconcile(store, ctl, ns, &n),
         ("", "pods") => {
             if deleted {
                 run::pod_gone(ctl, &c.object);
+                job::count_deleted(store, ctl, &c.object);
             } else {
                 pods::kubelet(store, ctl, ns, &n);
             }
@@ -409,9 +429,15 @@ fn resync(store: &mut Store, ctl: &mut Ctl) {
     for (ns, n) in waiting {
         pods::kubelet(store, ctl, &ns, &n);
     }
-    for plural in ["deployments", "replicasets", "statefulsets", "daemonsets"] {
+    for (group, plural) in [
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+    ] {
         let keys: Vec<(String, String)> = store
-            .range(&gr("apps", plural), None, None)
+            .range(&gr(group, plural), None, None)
             .map(|(k, _)| k.clone())
             .collect();
         for (ns, n) in keys {
