@@ -76,7 +76,12 @@ async fn run() -> anyhow::Result<()> {
     let handle = kube_sim::KubeSim::start(config).await?;
     handle.write_kubeconfig(&args.kubeconfig)?;
     tracing::info!(url = %handle.base_url(), kubeconfig = %args.kubeconfig.display(), "ready");
-    tokio::signal::ctrl_c().await?;
+    // SIGINT or SIGTERM stop the server, and with it every process it runs.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     handle.shutdown();
     Ok(())
 }
