@@ -11,7 +11,21 @@ struct Server {
 }
 
 impl Drop for Server {
+    /// SIGTERM first: kube-sim then kills the processes it runs and removes their files.
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid; no memory is involved.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
