@@ -77,7 +77,8 @@ pub struct Config {
     /// Images whose containers run as local processes, each mapped to the program that
     /// stands for the image's entrypoint. Only Pods with restartPolicy Never or OnFailure
     /// (Job Pods) are run; a container whose image is not here stays waiting with
-    /// ErrImagePull. Needs `controllers`.
+    /// ErrImagePull. A relative path is taken from the server's working directory; a bare
+    /// name is looked up in its `PATH`. Needs `controllers`.
     pub run_images: BTreeMap<String, PathBuf>,
 }
 
@@ -147,7 +148,7 @@ impl KubeSim {
                 grace_scale: config.grace_scale,
             };
             let mut stop = stop_rx.clone();
-            let images = config.run_images.clone();
+            let images = local_programs(&config.run_images);
             tokio::spawn(async move {
                 tokio::select! {
                     _ = controllers::run(s, pacing, images) => {}
@@ -196,6 +197,22 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// Mapped programs with relative paths made absolute: processes start in their Pod's
+/// directory, where a relative path would mean something else.
+fn local_programs(images: &BTreeMap<String, PathBuf>) -> BTreeMap<String, PathBuf> {
+    images
+        .iter()
+        .map(|(image, path)| {
+            let relative = path.is_relative() && path.components().count() > 1;
+            let path = match relative.then(|| std::path::absolute(path)) {
+                Some(Ok(abs)) => abs,
+                _ => path.clone(),
+            };
+            (image.clone(), path)
+        })
+        .collect()
 }
 
 /// Default namespaces, the `kubernetes` Service and the default ServiceCIDR.
