@@ -686,3 +686,50 @@ async fn parallel_pods_until_enough_succeed() {
     assert_eq!(done.status.expect("status").succeeded, Some(3));
     assert_eq!(job_pods(&pods, "batch").await.len(), 3);
 }
+
+#[tokio::test]
+async fn a_bare_program_name_is_looked_up_and_a_missing_one_fails_to_start() {
+    let config = Config {
+        controllers: true,
+        run_images: BTreeMap::from([
+            ("bare:1".to_string(), PathBuf::from("sh")),
+            (
+                "missing:1".to_string(),
+                PathBuf::from("/nonexistent/kube-sim-program"),
+            ),
+        ]),
+        ..Config::default()
+    };
+    let sim = KubeSim::start(config).await.expect("start kube-sim");
+    let client = sim.client().expect("client");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let with_image = |image: &str| {
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main",
+            "image": image, "args": ["-c", "true"]}]}}}})
+    };
+    jobs.create(
+        &PostParams::default(),
+        &job("bare", "", with_image("bare:1")),
+    )
+    .await
+    .expect("create");
+    wait_condition(&jobs, "bare", "Complete").await;
+    jobs.create(
+        &PostParams::default(),
+        &job("missing", "", with_image("missing:1")),
+    )
+    .await
+    .expect("create");
+    wait_condition(&jobs, "missing", "Failed").await;
+    let t = container_state(&job_pods(&pods, "missing").await[0])["terminated"].clone();
+    assert_eq!(
+        (t["exitCode"].clone(), t["reason"].clone()),
+        (json!(128), json!("StartError"))
+    );
+    let message = t["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("/nonexistent/kube-sim-program"),
+        "{message}"
+    );
+}
