@@ -79,7 +79,13 @@ pub fn delete(store: &mut Store, t: &Target, opts: &DeleteOptions) -> ApiResult<
             ),
         ));
     }
-    let policy = opts.propagation.as_deref().unwrap_or("Background");
+    // batch/v1 Jobs orphan their Pods by default, for backward compatibility.
+    let default_policy = if rt.group == "batch" && rt.kind == "Job" {
+        "Orphan"
+    } else {
+        "Background"
+    };
+    let policy = opts.propagation.as_deref().unwrap_or(default_policy);
     if !matches!(policy, "Background" | "Foreground" | "Orphan") {
         return Err(ApiError::invalid(
             "DeleteOptions",

@@ -109,6 +109,7 @@ pub(crate) fn normalize(
             }
             apps_defaults(kind, obj)
         }
+        ("batch", "Job") => crate::batch::normalize_job(obj, old)?,
         ("", "Namespace") => {
             if obj.pointer("/status/phase").is_none() {
                 obj["status"] = json!({"phase": "Active"});

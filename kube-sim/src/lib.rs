@@ -7,6 +7,7 @@ pub(crate) mod admission;
 pub(crate) mod api;
 pub(crate) mod apply;
 pub(crate) mod auth;
+pub(crate) mod batch;
 pub(crate) mod builtin_schemas;
 pub(crate) mod controllers;
 pub(crate) mod delete;
@@ -22,6 +23,7 @@ pub(crate) mod load;
 pub(crate) mod object;
 pub(crate) mod openapi;
 pub(crate) mod patch;
+pub(crate) mod podlog;
 pub(crate) mod protobuf;
 pub(crate) mod resources;
 pub(crate) mod reviews;
@@ -34,6 +36,7 @@ pub(crate) mod store;
 pub(crate) mod table;
 pub(crate) mod watch;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -71,6 +74,12 @@ pub struct Config {
     /// Factor applied to a deleted Pod's grace period before it is removed; 0 (the default)
     /// removes deleted Pods at once. Needs `controllers`.
     pub grace_scale: f64,
+    /// Images whose containers run as local processes, each mapped to the program that
+    /// stands for the image's entrypoint. Only Pods with restartPolicy Never or OnFailure
+    /// (Job Pods) are run; a container whose image is not here stays waiting with
+    /// ErrImagePull. A relative path is taken from the server's working directory; a bare
+    /// name is looked up in its `PATH`. Needs `controllers`.
+    pub run_images: BTreeMap<String, PathBuf>,
 }
 
 impl Default for Config {
@@ -83,6 +92,7 @@ impl Default for Config {
             controllers: false,
             ready_after: Duration::ZERO,
             grace_scale: 0.0,
+            run_images: BTreeMap::new(),
         }
     }
 }
@@ -128,6 +138,7 @@ impl KubeSim {
             bookmark_interval: config.bookmark_interval,
             max_body_bytes: limits::MAX_BODY_BYTES,
             hooks: Mutex::new(hooks::Hooks::default()),
+            logs: controllers::Logs::default(),
         });
         let (stop_tx, stop_rx) = tokio_watch::channel(false);
         if config.controllers {
@@ -137,9 +148,10 @@ impl KubeSim {
                 grace_scale: config.grace_scale,
             };
             let mut stop = stop_rx.clone();
+            let images = local_programs(&config.run_images);
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = controllers::run(s, pacing) => {}
+                    _ = controllers::run(s, pacing, images) => {}
                     _ = stop.changed() => {}
                 }
             });
@@ -185,6 +197,22 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// Mapped programs with relative paths made absolute: processes start in their Pod's
+/// directory, where a relative path would mean something else.
+fn local_programs(images: &BTreeMap<String, PathBuf>) -> BTreeMap<String, PathBuf> {
+    images
+        .iter()
+        .map(|(image, path)| {
+            let relative = path.is_relative() && path.components().count() > 1;
+            let path = match relative.then(|| std::path::absolute(path)) {
+                Some(Ok(abs)) => abs,
+                _ => path.clone(),
+            };
+            (image.clone(), path)
+        })
+        .collect()
 }
 
 /// Default namespaces, the `kubernetes` Service and the default ServiceCIDR.

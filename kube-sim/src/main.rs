@@ -1,4 +1,4 @@
-//! `kube-sim --kubeconfig PATH [--listen ADDR] [--load PATH]...`
+//! `kube-sim --kubeconfig PATH [--listen ADDR] [--load PATH]... [--controllers [--run-image IMAGE=PATH]...]`
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +28,20 @@ struct Args {
     /// removed (0 removes it at once; 1 is a real cluster's timing).
     #[arg(long, default_value_t = 0.0)]
     grace_scale: f64,
+    /// With --controllers: run containers of this image as the local program PATH, which
+    /// stands for the image's entrypoint (repeatable). Only Pods with restartPolicy Never or
+    /// OnFailure (Job Pods) are run; unmapped images are never run.
+    #[arg(long = "run-image", value_name = "IMAGE=PATH", value_parser = image_mapping)]
+    run_image: Vec<(String, PathBuf)>,
+}
+
+fn image_mapping(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((image, path)) if !image.is_empty() && !path.is_empty() => {
+            Ok((image.to_string(), PathBuf::from(path)))
+        }
+        _ => Err(format!("{s:?} is not IMAGE=PATH")),
+    }
 }
 
 #[tokio::main]
@@ -56,12 +70,18 @@ async fn run() -> anyhow::Result<()> {
         controllers: args.controllers,
         ready_after: std::time::Duration::try_from_secs_f64(args.ready_after)?,
         grace_scale: args.grace_scale,
+        run_images: args.run_image.into_iter().collect(),
         ..Default::default()
     };
     let handle = kube_sim::KubeSim::start(config).await?;
     handle.write_kubeconfig(&args.kubeconfig)?;
     tracing::info!(url = %handle.base_url(), kubeconfig = %args.kubeconfig.display(), "ready");
-    tokio::signal::ctrl_c().await?;
+    // SIGINT or SIGTERM stop the server, and with it every process it runs.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     handle.shutdown();
     Ok(())
 }

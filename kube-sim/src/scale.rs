@@ -20,7 +20,7 @@ fn paths(t: &Target) -> ApiResult<&ScalePaths> {
 }
 
 /// `matchLabels`/`matchExpressions` rendered as a selector string.
-fn selector_string(sel: &Value) -> String {
+pub(crate) fn selector_string(sel: &Value) -> String {
     let mut parts: Vec<String> = sel
         .get("matchLabels")
         .and_then(Value::as_object)

@@ -35,6 +35,8 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     pub max_body_bytes: usize,
     pub hooks: Mutex<crate::hooks::Hooks>,
+    /// Output of the containers kube-sim runs (`pods/log`).
+    pub logs: crate::controllers::Logs,
 }
 
 impl Shared {
@@ -400,6 +402,9 @@ async fn resource(
         None => {}
         Some("status") if t.rt.status => {}
         Some("scale") if t.rt.scale => return scale(shared, req, &t, &q).await,
+        Some("log") if t.rt.group.is_empty() && t.rt.plural == "pods" && method == Method::GET => {
+            return crate::podlog::get(shared, &t, &q);
+        }
         Some("token")
             if t.rt.group.is_empty()
                 && t.rt.plural == "serviceaccounts"

@@ -286,15 +286,7 @@ fn builtin_columns(kind: &str) -> Vec<Col> {
             col("IP", "string", 1, |v| s(v, ".status.podIP")),
             col("Node", "string", 1, |v| s(v, ".spec.nodeName")),
         ],
-        "Job" => vec![col("Completions", "string", 0, |v| {
-            json!(format!(
-                "{}/{}",
-                n(v, ".status.succeeded"),
-                json_path(v, ".spec.completions")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1)
-            ))
-        })],
+        "Job" => job_columns(),
         "Lease" => vec![col("Holder", "string", 0, |v| s(v, ".spec.holderIdentity"))],
         "CustomResourceDefinition" => vec![col("Created At", "date", 0, |v| {
             s(v, ".metadata.creationTimestamp")
@@ -354,9 +346,15 @@ fn columns(rt: &ResourceType, crd: Option<&Value>) -> Vec<Col> {
                 &rt.kind
             }));
             if rt.kind != "CustomResourceDefinition" {
-                cols.push(col("Age", "string", 0, |v| {
+                // AGE ends the default columns; the `-o wide` ones follow it.
+                let at = cols
+                    .iter()
+                    .position(|c| c.priority > 0)
+                    .unwrap_or(cols.len());
+                let age_col = col("Age", "string", 0, |v| {
                     age(v.pointer("/metadata/creationTimestamp"))
-                }));
+                });
+                cols.insert(at, age_col);
             }
         }
     }
@@ -409,18 +407,96 @@ pub fn render(
     })
 }
 
+fn job_columns() -> Vec<Col> {
+    vec![
+        col("Status", "string", 0, job_status),
+        col("Completions", "string", 0, job_completions),
+        col("Duration", "string", 0, job_duration),
+        col("Containers", "string", 1, |v| containers(v, "name")),
+        col("Images", "string", 1, |v| containers(v, "image")),
+        col("Selector", "string", 1, |v| {
+            json!(crate::scale::selector_string(
+                json_path(v, ".spec.selector").unwrap_or(&Value::Null)
+            ))
+        }),
+    ]
+}
+
+fn job_condition(v: &Value, ty: &str) -> bool {
+    json_path(v, ".status.conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type") == Some(&json!(ty)) && c.get("status") == Some(&json!("True")))
+}
+
+/// A Job's STATUS column, in kubectl's order of precedence.
+fn job_status(v: &Value) -> Value {
+    let status = if job_condition(v, "Complete") {
+        "Complete"
+    } else if job_condition(v, "Failed") {
+        "Failed"
+    } else if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        "Terminating"
+    } else if job_condition(v, "Suspended") {
+        "Suspended"
+    } else if job_condition(v, "FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    };
+    json!(status)
+}
+
+fn job_completions(v: &Value) -> Value {
+    let done = n(v, ".status.succeeded");
+    if let Some(c) = json_path(v, ".spec.completions").and_then(Value::as_i64) {
+        return json!(format!("{done}/{c}"));
+    }
+    match n(v, ".spec.parallelism") {
+        p if p > 1 => json!(format!("{done}/1 of {p}")),
+        _ => json!(format!("{done}/1")),
+    }
+}
+
+fn job_duration(v: &Value) -> Value {
+    let at = |p: &str| {
+        json_path(v, p)
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+    };
+    let Some(start) = at(".status.startTime") else {
+        return json!("");
+    };
+    let end = at(".status.completionTime").unwrap_or_else(chrono::Utc::now);
+    json!(human_duration((end - start).num_seconds()))
+}
+
 /// A Pod's STATUS column as the real server prints it: Terminating, a waiting container's
-/// reason, else the phase.
+/// reason, a finished container's reason, else the phase.
 fn pod_status(v: &Value) -> Value {
     if json_path(v, ".metadata.deletionTimestamp").is_some_and(|t| !t.is_null()) {
         return json!("Terminating");
     }
-    let waiting = json_path(v, ".status.containerStatuses")
+    let statuses = json_path(v, ".status.containerStatuses")
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+        .cloned()
+        .unwrap_or_default();
+    let waiting = statuses
+        .iter()
         .find_map(|c| c.pointer("/state/waiting/reason").cloned());
-    waiting.unwrap_or_else(|| s(v, ".status.phase"))
+    // A finished Pod shows how its (last) container ended: Completed, Error.
+    let phase = s(v, ".status.phase");
+    let ended = matches!(phase.as_str(), Some("Succeeded" | "Failed"))
+        .then(|| {
+            statuses
+                .iter()
+                .rev()
+                .find_map(|c| c.pointer("/state/terminated/reason").cloned())
+        })
+        .flatten();
+    waiting.or(ended).unwrap_or(phase)
 }
 
 #[cfg(test)]

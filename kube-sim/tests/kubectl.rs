@@ -11,7 +11,21 @@ struct Server {
 }
 
 impl Drop for Server {
+    /// SIGTERM first: kube-sim then kills the processes it runs and removes their files.
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid; no memory is involved.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -841,5 +855,70 @@ fn kubectl_auth_can_i_checks_the_shipped_rbac() {
             "devs",
         ]);
         assert_eq!(out.trim(), "yes", "the created binding is used");
+    }
+}
+
+#[test]
+fn kubectl_runs_jobs_with_mapped_images() {
+    let bins = kubectls();
+    let server = start_binary(
+        "jobs",
+        &[],
+        &["--controllers", "--run-image", "shell:1=/bin/sh"],
+    );
+    for (i, bin) in bins.iter().enumerate() {
+        let k = Kubectl {
+            bin,
+            kubeconfig: &server.kubeconfig,
+        };
+        let ns = format!("jobs-{i}");
+        let manifest = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+             apiVersion: batch/v1\nkind: Job\nmetadata: {{name: probe, namespace: {ns}}}\n\
+             spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: shell:1\n        args: ['-c', 'echo probing; echo ok > /dev/termination-log']\n"
+        );
+        k.ok_in(&["apply", "-f", "-"], Some(&manifest));
+        let out = k.ok(&[
+            "wait",
+            "--for=condition=complete",
+            "job/probe",
+            "-n",
+            &ns,
+            "--timeout=60s",
+        ]);
+        assert!(out.contains("condition met"), "{out}");
+        let out = k.ok(&["get", "jobs", "-n", &ns]);
+        let mut lines = out.lines();
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            header,
+            ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+            "{out}"
+        );
+        let row: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[..3], ["probe", "Complete", "1/1"], "{out}");
+        let out = k.ok(&["logs", "job/probe", "-n", &ns]);
+        assert_eq!(out, "probing\n");
+        let out = k.ok(&["get", "pods", "-n", &ns, "-l", "job-name=probe"]);
+        assert!(out.contains("Completed"), "{out}");
+        let message = k.ok(&[
+            "get",
+            "pods",
+            "-n",
+            &ns,
+            "-l",
+            "batch.kubernetes.io/job-name=probe",
+            "-o",
+            "jsonpath={.items[0].status.containerStatuses[0].state.terminated.message}",
+        ]);
+        assert_eq!(message, "ok\n");
     }
 }

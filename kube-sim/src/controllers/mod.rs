@@ -1,21 +1,28 @@
 //! Simulated controllers (opt-in): Deployment -> ReplicaSets (by pod-template hash) -> Pods,
-//! StatefulSet -> Pods `name-0..n` one ordinal at a time, DaemonSet -> one Pod per Node, and a
-//! kubelet that makes Pods Ready after a delay and removes deleted Pods after their grace
-//! period. Rollouts are paced the way the real controllers pace them (`rolling`), and status
-//! carries the fields `kubectl rollout status` reads.
+//! StatefulSet -> Pods `name-0..n` one ordinal at a time, DaemonSet -> one Pod per Node,
+//! Job -> Pods until enough succeed, and a kubelet that makes Pods Ready after a delay and
+//! removes deleted Pods after their grace period. Pods with restartPolicy Never or OnFailure
+//! (Job Pods) are run as local processes instead when their image is mapped (`run`).
+//! Rollouts are paced the way the real controllers pace them (`rolling`), and status carries
+//! the fields `kubectl rollout status` reads.
 //!
-//! Everything runs on the store's change stream plus timers (`Ctl::timers`): a Pod that becomes
-//! Ready later, a Pod whose grace period ends, a ReplicaSet whose Pods reach `minReadySeconds`,
-//! a Deployment whose progress deadline passes.
+//! Everything runs on the store's change stream plus timers (`Ctl::timers`) and the exits of
+//! the processes: a Pod that becomes Ready later, a Pod whose grace period ends, a ReplicaSet
+//! whose Pods reach `minReadySeconds`, a Deployment whose progress deadline passes, a Job whose
+//! deadline or TTL passes.
 
 mod daemon;
 mod deployment;
+mod env;
+mod job;
 mod pods;
+mod procs;
 mod replicaset;
 pub(crate) mod rolling;
+mod run;
 mod stateful;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +37,8 @@ use crate::server::Shared;
 use crate::store::{Broadcast, Change, EventType, Store};
 
 pub use pods::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
+pub use procs::{Logs, Output, read as read_output, tail_lines};
+pub(crate) use run::Images;
 
 const MANAGER: &str = "kube-controller-manager";
 
@@ -63,10 +72,20 @@ pub(crate) struct Ctl {
     gone_due: HashMap<String, Instant>,
     /// Deployment uid -> (last progress, what the progress was measured on).
     progress: HashMap<String, (Instant, Value)>,
+    /// Processes of executed Pods.
+    procs: procs::Procs,
+    /// Images mapped to local programs.
+    images: Images,
+    /// Executed Pods waiting for a Secret or ConfigMap: (namespace, name).
+    config_waiting: BTreeSet<(String, String)>,
+    /// Job uid -> when it started and when it finished (the API keeps whole seconds).
+    job_times: HashMap<String, job::Times>,
+    /// Finished Pods a Job has counted (by Pod uid).
+    counted: HashSet<String>,
 }
 
 impl Ctl {
-    fn new(pacing: Pacing) -> Self {
+    fn new(pacing: Pacing, procs: procs::Procs, images: Images) -> Self {
         Self {
             pacing,
             timers: BTreeSet::new(),
@@ -74,6 +93,11 @@ impl Ctl {
             ready_due: HashMap::new(),
             gone_due: HashMap::new(),
             progress: HashMap::new(),
+            procs,
+            images,
+            config_waiting: BTreeSet::new(),
+            job_times: HashMap::new(),
+            counted: HashSet::new(),
         }
     }
 
@@ -86,6 +110,7 @@ impl Ctl {
         self.ready_due.remove(uid);
         self.gone_due.remove(uid);
         self.progress.remove(uid);
+        self.job_times.remove(uid);
     }
 
     /// The timers due by `now`, removed.
@@ -232,7 +257,8 @@ fn generation(o: &Value) -> Value {
 }
 
 fn owner_ref(kind: &str, o: &Value) -> Value {
-    json!([{ "apiVersion": "apps/v1", "kind": kind, "name": name(o), "uid": uid(o),
+    let api_version = if kind == "Job" { "batch/v1" } else { "apps/v1" };
+    json!([{ "apiVersion": api_version, "kind": kind, "name": name(o), "uid": uid(o),
              "controller": true, "blockOwnerDeletion": true }])
 }
 
@@ -249,7 +275,7 @@ const MAX_PODS: i64 = 10_000;
 
 /// Drop nulls and empty objects/arrays, so a template round-tripped through typed clients
 /// (as `kubectl rollout undo` does) hashes the same.
-fn canonical(v: &Value) -> Option<Value> {
+pub(crate) fn canonical(v: &Value) -> Option<Value> {
     match v {
         Value::Null => None,
         Value::Object(m) => {
@@ -289,7 +315,11 @@ fn template_hash(template: &Value) -> String {
 
 /// Objects of a kind that `owner_uid` owns, terminating ones included when asked.
 fn owned(store: &Store, plural: &str, owner_uid: &str, with_terminating: bool) -> Vec<Value> {
-    let group = if plural == "pods" { "" } else { "apps" };
+    let group = match plural {
+        "pods" => "",
+        "jobs" => "batch",
+        _ => "apps",
+    };
     let gr = gr(group, plural);
     let mut out: Vec<Value> = store
         .dependents_of(owner_uid)
@@ -322,6 +352,7 @@ fn reconcile(store: &mut Store, ctl: &mut Ctl, plural: &str, ns: &str, n: &str) 
         "replicasets" => replicaset::reconcile(store, ctl, ns, n),
         "statefulsets" => stateful::reconcile(store, ctl, ns, n),
         "daemonsets" => daemon::reconcile(store, ctl, ns, n),
+        "jobs" => job::reconcile(store, ctl, ns, n),
         _ => {}
     }
 }
@@ -334,6 +365,7 @@ fn reconcile_owners(store: &mut Store, ctl: &mut Ctl, o: &Value) {
         ("Deployment", "deployments"),
         ("StatefulSet", "statefulsets"),
         ("DaemonSet", "daemonsets"),
+        ("Job", "jobs"),
     ] {
         for owner in owners(o, kind) {
             reconcile(store, ctl, plural, &ns, &owner);
@@ -368,8 +400,12 @@ fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
             }
             reconcile_owners(store, ctl, &c.object);
         }
+        ("batch", "jobs") if !deleted => job::reconcile(store, ctl, ns, &n),
         ("", "pods") => {
-            if !deleted {
+            if deleted {
+                run::pod_gone(ctl, &c.object);
+                job::count_deleted(store, ctl, &c.object);
+            } else {
                 pods::kubelet(store, ctl, ns, &n);
             }
             // A Pod the controllers just created changes nothing they do not know.
@@ -378,6 +414,7 @@ fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
             }
         }
         ("", "nodes") if c.kind != EventType::Modified => daemon::reconcile_all(store, ctl),
+        ("", "secrets" | "configmaps") if !deleted => run::retry_config(store, ctl, ns),
         _ => {}
     }
 }
@@ -392,9 +429,15 @@ fn resync(store: &mut Store, ctl: &mut Ctl) {
     for (ns, n) in waiting {
         pods::kubelet(store, ctl, &ns, &n);
     }
-    for plural in ["deployments", "replicasets", "statefulsets", "daemonsets"] {
+    for (group, plural) in [
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+    ] {
         let keys: Vec<(String, String)> = store
-            .range(&gr("apps", plural), None, None)
+            .range(&gr(group, plural), None, None)
             .map(|(k, _)| k.clone())
             .collect();
         for (ns, n) in keys {
@@ -412,9 +455,19 @@ fn fire(store: &mut Store, ctl: &mut Ctl, w: Wake) {
     }
 }
 
-/// Run the controllers until the channel closes.
-pub async fn run(shared: Arc<Shared>, pacing: Pacing) {
-    let mut ctl = Ctl::new(pacing);
+/// What wakes the controller loop.
+enum Msg {
+    Change(Result<Broadcast, broadcast::error::RecvError>),
+    Timer,
+    Exit(procs::Exit),
+}
+
+/// Run the controllers until the channel closes; dropping the future kills every process it
+/// started.
+pub async fn run(shared: Arc<Shared>, pacing: Pacing, images: Images) {
+    let (exits_tx, mut exits) = tokio::sync::mpsc::unbounded_channel();
+    let procs = procs::Procs::new(exits_tx, shared.logs.clone());
+    let mut ctl = Ctl::new(pacing, procs, images);
     let mut rx = {
         let mut store = shared.lock();
         let rx = store.subscribe();
@@ -424,23 +477,25 @@ pub async fn run(shared: Arc<Shared>, pacing: Pacing) {
     loop {
         let next = ctl.timers.first().map(|(at, _)| *at);
         let msg = tokio::select! {
-            m = rx.recv() => Some(m),
-            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => None,
+            m = rx.recv() => Msg::Change(m),
+            Some(e) = exits.recv() => Msg::Exit(e),
+            _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => Msg::Timer,
         };
         let mut store = shared.lock();
         match msg {
-            None => {
+            Msg::Timer => {
                 for w in ctl.due(Instant::now()) {
                     fire(&mut store, &mut ctl, w);
                 }
             }
-            Some(Ok(Broadcast::Change(c))) => handle(&mut store, &mut ctl, &c),
-            Some(Ok(Broadcast::Expire)) => {}
-            Some(Err(broadcast::error::RecvError::Lagged(n))) => {
+            Msg::Exit(e) => run::exited(&mut store, &mut ctl, e),
+            Msg::Change(Ok(Broadcast::Change(c))) => handle(&mut store, &mut ctl, &c),
+            Msg::Change(Ok(Broadcast::Expire)) => {}
+            Msg::Change(Err(broadcast::error::RecvError::Lagged(n))) => {
                 tracing::warn!(missed = n, "controllers fell behind; resyncing");
                 resync(&mut store, &mut ctl);
             }
-            Some(Err(broadcast::error::RecvError::Closed)) => return,
+            Msg::Change(Err(broadcast::error::RecvError::Closed)) => return,
         }
     }
 }

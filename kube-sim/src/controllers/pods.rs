@@ -68,9 +68,10 @@ pub(super) fn create(store: &mut Store, ctl: &mut Ctl, ns: &str, new: NewPod) ->
         extra_labels,
         node,
     } = new;
-    let held = rollout_mode(owner).is_some();
-    let ready = !held && ready_after(ctl, template, Some(owner)).is_zero();
     let mut spec = template.get("spec").cloned().unwrap_or(json!({}));
+    let executed = super::run::executes(&spec);
+    let held = rollout_mode(owner).is_some();
+    let ready = !held && !executed && ready_after(ctl, template, Some(owner)).is_zero();
     set(&mut spec, &["nodeName"], json!(node));
     let mut labels = template
         .pointer("/metadata/labels")
@@ -93,9 +94,13 @@ pub(super) fn create(store: &mut Store, ctl: &mut Ctl, ns: &str, new: NewPod) ->
         (false, true) => Start::Pending,
         (false, false) => Start::Starting,
     };
+    let status = if executed {
+        super::run::pending_status(&spec)
+    } else {
+        status(&spec, state)
+    };
     let pod = json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-        "status": status(&spec, state),
+        "apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status,
     });
     let t = target(store, "", "pods", ns, None)?;
     match api::create(store, &t, pod, false) {
@@ -218,6 +223,13 @@ pub(super) fn kubelet(store: &mut Store, ctl: &mut Ctl, ns: &str, pod: &str) {
     let p = (*p).clone();
     let id = uid(&p);
     let wake = Wake::Pod(ns.into(), pod.into());
+    let executed = p.get("spec").is_some_and(super::run::executes);
+    if executed && !terminating(&p) {
+        return super::run::sync(store, ctl, &p);
+    }
+    if executed && super::run::stop(store, ctl, &p) {
+        return;
+    }
     if terminating(&p) {
         let grace = int_at(&p, "/metadata/deletionGracePeriodSeconds");
         if !store.graceful_pods || grace <= 0 {
@@ -268,7 +280,7 @@ pub(super) fn kubelet(store: &mut Store, ctl: &mut Ctl, ns: &str, pod: &str) {
 }
 
 /// The kubelet's final delete of a Pod whose containers stopped.
-fn remove(store: &mut Store, ns: &str, pod: &str) {
+pub(super) fn remove(store: &mut Store, ns: &str, pod: &str) {
     if let Some(t) = target(store, "", "pods", ns, Some(pod)) {
         let opts = api::DeleteOptions {
             grace_period_seconds: Some(0),
