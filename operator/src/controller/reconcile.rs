@@ -459,7 +459,7 @@ impl Executor {
         }
         Ok(match report.requeue {
             Requeue::Resync => Action::requeue(self.ctx.settings.resync),
-            Requeue::Soon => Action::requeue(ROLLING_RECHECK),
+            Requeue::Soon => Action::requeue(ROLLING_RECHECK.min(self.ctx.settings.resync)),
             Requeue::AwaitChange => Action::await_change(),
         })
     }

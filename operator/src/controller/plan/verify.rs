@@ -38,6 +38,8 @@ pub const KEY_ANNOTATION: &str = "egressproxy.io/verification-key";
 pub const CA_ENV: &str = "EGRESS_PROXY_PROBE_CA";
 /// The ConfigMap every namespace has with the cluster CA (`ca.crt`).
 const ROOT_CA: &str = "kube-root-ca.crt";
+/// The kubelet's default `terminationMessagePath`.
+const TERMINATION_LOG: &str = "/dev/termination-log";
 /// Seconds a probe Job may run, Pod start included.
 const DEADLINE: i64 = 300;
 /// Seconds a finished probe Job stays for inspection.
@@ -189,6 +191,8 @@ fn pod_spec(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> PodSpec {
             format!("{url}={}", expect_name(*expect)),
         ]);
     }
+    // The container's terminationMessagePath, spelled out for runtimes that map it.
+    args.extend(["--termination-log".into(), TERMINATION_LOG.into()]);
     PodSpec {
         restart_policy: Some("Never".into()),
         automount_service_account_token: Some(false),
