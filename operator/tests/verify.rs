@@ -63,11 +63,15 @@ impl World {
             .iter()
             .map(|(name, password)| (*name, proxy.url_with(USER, password)))
             .collect();
-        let yaml = fixture(&slots, &ca, &[
-            (internal.url("internal.corp.test"), "Direct"),
-            (external.url("external.test"), "Proxied"),
-            (forbidden.url("forbidden.test"), "Blocked"),
-        ]);
+        let yaml = fixture(
+            &slots,
+            &ca,
+            &[
+                (internal.url("internal.corp.test"), "Direct"),
+                (external.url("external.test"), "Proxied"),
+                (forbidden.url("forbidden.test"), "Blocked"),
+            ],
+        );
         let env = Env::running(&yaml, &[(IMAGE, probe)]).await;
         World {
             env,
@@ -181,7 +185,11 @@ async fn wait_verified(w: &World, reason: &str) -> EgressProxyPolicy {
 async fn slot(w: &World) -> Option<String> {
     let d = w.env.deployment(NS, "api").await;
     let c = container(&d, "app");
-    let r = env(c, "HTTPS_PROXY")?.value_from.as_ref()?.secret_key_ref.as_ref()?;
+    let r = env(c, "HTTPS_PROXY")?
+        .value_from
+        .as_ref()?
+        .secret_key_ref
+        .as_ref()?;
     Some(r.key.clone())
 }
 
@@ -209,18 +217,38 @@ async fn workloads_get_the_proxy_only_after_the_probe_passed_the_four_paths() {
     let w = World::start(&[("blue", PASSWORD)]).await;
     let op = w.operator();
     let p = wait_verified(&w, "VerificationPassed").await;
-    let v = p.status.as_ref().and_then(|s| s.verification.clone()).expect("status.verification");
+    let v = p
+        .status
+        .as_ref()
+        .and_then(|s| s.verification.clone())
+        .expect("status.verification");
     assert!(v.passed, "{v:#?}");
     let urls: Vec<&str> = v.endpoints.iter().map(|e| e.url.as_str()).collect();
-    assert_eq!(urls[0], format!("https://{SERVICE}/"), "the Kubernetes Service first");
+    assert_eq!(
+        urls[0],
+        format!("https://{SERVICE}/"),
+        "the Kubernetes Service first"
+    );
     let got: Vec<(&str, bool)> = v.endpoints.iter().map(|e| (e.got.as_str(), e.ok)).collect();
     assert_eq!(
         got,
-        [("Direct", true), ("Direct", true), ("Proxied", true), ("Blocked", true)]
+        [
+            ("Direct", true),
+            ("Direct", true),
+            ("Proxied", true),
+            ("Blocked", true)
+        ]
     );
     assert_eq!(v.slot, "blue");
-    assert!(v.pod.is_some() && v.image.as_deref() == Some(IMAGE), "{v:#?}");
-    assert_eq!(w.external.requests(), 1, "the probe reached the external target via the proxy");
+    assert!(
+        v.pod.is_some() && v.image.as_deref() == Some(IMAGE),
+        "{v:#?}"
+    );
+    assert_eq!(
+        w.external.requests(),
+        1,
+        "the probe reached the external target via the proxy"
+    );
     assert_eq!(w.forbidden.requests(), 0);
     wait_reason(&w.env, NS, "outbound", "Reconciled").await;
     assert_eq!(slot(&w).await.as_deref(), Some("slot.blue.HTTPS_PROXY"));
@@ -233,7 +261,10 @@ async fn workloads_get_the_proxy_only_after_the_probe_passed_the_four_paths() {
     let job = &jobs.items[0];
     assert_eq!(job.name_any(), v.job);
     assert_eq!(job.owner_references()[0].name, "outbound");
-    assert!(!visible(&w).await.contains(PASSWORD), "no credential in Jobs, Events or status");
+    assert!(
+        !visible(&w).await.contains(PASSWORD),
+        "no credential in Jobs, Events or status"
+    );
     op.stop().await;
 }
 
@@ -249,7 +280,11 @@ async fn a_rejected_password_switches_nothing_and_says_so() {
     );
     let ready = ready(&p).expect("Ready");
     assert_eq!(ready, ("False".into(), "VerificationFailed".into()));
-    assert_eq!(slot(&w).await, None, "the workload was never given the proxy");
+    assert_eq!(
+        slot(&w).await,
+        None,
+        "the workload was never given the proxy"
+    );
     let all = visible(&w).await;
     assert!(!all.contains("Sentinel-wrong-1"), "{all}");
 
@@ -277,25 +312,50 @@ async fn a_rotation_does_not_switch_to_a_slot_the_proxy_rejects() {
         (phase == RotationPhase::Blocked).then_some(p)
     })
     .await;
-    let rotation = p.status.as_ref().and_then(|s| s.rotation.clone()).expect("rotation");
-    assert!(rotation.revocable.is_empty(), "nothing may be revoked: {rotation:?}");
+    let rotation = p
+        .status
+        .as_ref()
+        .and_then(|s| s.rotation.clone())
+        .expect("rotation");
+    assert!(
+        rotation.revocable.is_empty(),
+        "nothing may be revoked: {rotation:?}"
+    );
     assert_eq!(
-        p.status.as_ref().and_then(|s| s.active_credential.clone()).as_deref(),
+        p.status
+            .as_ref()
+            .and_then(|s| s.active_credential.clone())
+            .as_deref(),
         Some("blue")
     );
-    assert_eq!(slot(&w).await.as_deref(), Some("slot.blue.HTTPS_PROXY"), "still on blue");
+    assert_eq!(
+        slot(&w).await.as_deref(),
+        Some("slot.blue.HTTPS_PROXY"),
+        "still on blue"
+    );
 
     // The right password: verified, then every workload switches to green.
-    w.set_slot("proxy-green", &format!("{}/", w.url(PASSWORD))).await;
+    w.set_slot("proxy-green", &format!("{}/", w.url(PASSWORD)))
+        .await;
     eventually("switched to green", || async {
         (slot(&w).await.as_deref() == Some("slot.green.HTTPS_PROXY")).then_some(())
     })
     .await;
     let p = w.policy().await;
-    let v = p.status.as_ref().and_then(|s| s.verification.clone()).expect("verification");
+    let v = p
+        .status
+        .as_ref()
+        .and_then(|s| s.verification.clone())
+        .expect("verification");
     assert!(v.passed && v.slot == "green", "{v:#?}");
     let secret = Api::<Secret>::namespaced(w.env.client.clone(), NS);
-    assert!(secret.get_opt("egress-proxy-outbound").await.expect("read").is_some());
+    assert!(
+        secret
+            .get_opt("egress-proxy-outbound")
+            .await
+            .expect("read")
+            .is_some()
+    );
     op.stop().await;
 }
 
@@ -304,7 +364,11 @@ async fn the_annotation_runs_the_probe_again_without_holding_anything() {
     let w = World::start(&[("blue", PASSWORD)]).await;
     let op = w.operator();
     let first = wait_verified(&w, "VerificationPassed").await;
-    let first = first.status.and_then(|s| s.verification).expect("first").job;
+    let first = first
+        .status
+        .and_then(|s| s.verification)
+        .expect("first")
+        .job;
     Api::<EgressProxyPolicy>::namespaced(w.env.client.clone(), NS)
         .patch(
             "outbound",

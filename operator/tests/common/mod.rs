@@ -51,15 +51,31 @@ impl Env {
         Self::with_config(yaml, ready_after, grace_scale).await
     }
 
+    /// As `new`, with Job Pods whose image is a key of `images` run as that local program.
+    pub async fn running(yaml: &str, images: &[(&str, std::path::PathBuf)]) -> Env {
+        let config = kube_sim::Config {
+            controllers: true,
+            run_images: images
+                .iter()
+                .map(|(image, path)| ((*image).to_owned(), path.clone()))
+                .collect(),
+            ..Default::default()
+        };
+        Self::started(config, yaml).await
+    }
+
     async fn with_config(yaml: &str, ready_after: Duration, grace_scale: f64) -> Env {
-        let sim = KubeSim::start(kube_sim::Config {
+        let config = kube_sim::Config {
             controllers: true,
             ready_after,
             grace_scale,
             ..Default::default()
-        })
-        .await
-        .expect("start kube-sim");
+        };
+        Self::started(config, yaml).await
+    }
+
+    async fn started(config: kube_sim::Config, yaml: &str) -> Env {
+        let sim = KubeSim::start(config).await.expect("start kube-sim");
         sim.apply_yaml(CLUSTER).expect("cluster facts");
         sim.apply_yaml(&egress_proxy_operator::api::crd_yaml().expect("crd"))
             .expect("crd");
