@@ -190,6 +190,23 @@ async fn send(
 
 /// What a stolen token of the shipped ServiceAccount can do: (what, method, path, body,
 /// status code, can it).
+/// A probe Job as the operator creates it (`spec.verification`), named with `suffix`, changed
+/// by `edit` (on the pod spec): each is refused for what `edit` did, not for its name.
+fn probe_job(suffix: &str, edit: impl FnOnce(&mut Value)) -> Value {
+    let mut pod = json!({
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": false,
+        "containers": [{"name": "probe", "image": "egress-proxy-operator:0.1.0",
+            "args": ["probe", "--endpoint", "https://example.org/=Proxied"],
+            "env": [{"name": "HTTPS_PROXY", "valueFrom": {"secretKeyRef":
+                {"name": "egress-proxy-outbound", "key": "slot.main.HTTPS_PROXY"}}}]}],
+    });
+    edit(&mut pod);
+    json!({"metadata": {"name": format!("egress-proxy-verify-{suffix}"),
+            "labels": {"app.kubernetes.io/managed-by": "egress-proxy-operator"}},
+        "spec": {"backoffLimit": 0, "template": {"spec": pod}}})
+}
+
 fn attempts() -> Vec<(
     &'static str,
     &'static str,
@@ -223,6 +240,10 @@ fn attempts() -> Vec<(
     let scale = json!({"spec": {"replicas": 0}});
     let policy_spec = json!({"spec": {"suspend": true}});
     let label = json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}});
+    let probe = probe_job("0", |_| {});
+    let other_image = probe_job("1", |pod| pod["containers"][0]["image"] = json!("evil:1"));
+    let with_token = probe_job("2", |pod| pod["automountServiceAccountToken"] = json!(true));
+    let as_admin = probe_job("3", |pod| pod["serviceAccountName"] = json!("admin"));
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "egress-proxy-operator"},
         "spec": {"holderIdentity": "thief", "leaseDurationSeconds": 3600}});
@@ -424,6 +445,48 @@ fn attempts() -> Vec<(
             false,
         ),
         (
+            "run a probe Job in an opted-in namespace",
+            "POST",
+            "/apis/batch/v1/namespaces/team-a/jobs",
+            Some(probe.clone()),
+            true,
+        ),
+        (
+            "run a Job with another image in an opted-in namespace",
+            "POST",
+            "/apis/batch/v1/namespaces/team-a/jobs",
+            Some(other_image),
+            false,
+        ),
+        (
+            "run a probe Job with a ServiceAccount token",
+            "POST",
+            "/apis/batch/v1/namespaces/team-a/jobs",
+            Some(with_token),
+            false,
+        ),
+        (
+            "run a probe Job as another ServiceAccount",
+            "POST",
+            "/apis/batch/v1/namespaces/team-a/jobs",
+            Some(as_admin),
+            false,
+        ),
+        (
+            "run a probe Job in a namespace that did not opt in",
+            "POST",
+            "/apis/batch/v1/namespaces/team-n/jobs",
+            Some(probe),
+            false,
+        ),
+        (
+            "delete a Job of an opted-in namespace",
+            "DELETE",
+            "/apis/batch/v1/namespaces/team-a/jobs/egress-proxy-verify-0",
+            None,
+            false,
+        ),
+        (
             "delete a workload of an opted-in namespace",
             "DELETE",
             "/apis/apps/v1/namespaces/team-a/deployments/api",
@@ -542,6 +605,9 @@ impl Running {
                 "--kubeconfig",
             ])
             .arg(&kubeconfig)
+            // The probe image the chart passes (its appVersion), which the admission policy
+            // allows probe Jobs to run.
+            .arg("--probe-image=egress-proxy-operator:0.1.0")
             .stdout(out.try_clone().expect("log file"))
             .stderr(out)
             .stdin(Stdio::null())
@@ -555,6 +621,51 @@ impl Running {
         let _ = self.child.wait();
         std::fs::read_to_string(&self.logs).expect("logs")
     }
+}
+
+/// A policy with `spec.verification` under the shipped RBAC and admission policy: the
+/// operator may create its probe Job, read it and its Pods (the image is not run here, so
+/// the Pod waits; the message proves the Pod was read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_jobs_pass_the_shipped_rbac_and_admission_policy() {
+    let env = cluster().await;
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: verified, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: verified}}
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+  verification:
+    endpoints: [{url: "https://status.example.com/", expect: Proxied}]
+"#,
+        )
+        .expect("policy");
+    let dir = std::env::temp_dir().join(format!("epo-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let op = Running::start(&env, &dir);
+    let message = eventually("the probe Job's Pod read", || async {
+        let p = env.policy("team-a", "verified").await;
+        let c = p
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Verified")?;
+        c.message.contains("ErrImagePull").then_some(c.message)
+    })
+    .await;
+    assert!(message.contains("checking slot main"), "{message}");
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "team-a")
+        .list(&Default::default())
+        .await
+        .expect("jobs");
+    assert_eq!(jobs.items.len(), 1);
+    op.stop();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 async fn managed_keys(env: &Env, ns: &str) -> Option<Vec<String>> {
