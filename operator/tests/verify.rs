@@ -11,9 +11,9 @@ use common::net::{Isolated, Proxy, ProxyConfig, Target, TlsTarget};
 use common::*;
 use egress_proxy_operator::api::{EgressProxyPolicy, RotationPhase};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, LogParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -193,7 +193,8 @@ async fn slot(w: &World) -> Option<String> {
     Some(r.key.clone())
 }
 
-/// Everything a user can read about the run: Jobs, status, Events.
+/// Everything a user can read about the runs: Jobs, Events, status, the probe Pods' output
+/// and status (termination message).
 async fn visible(w: &World) -> String {
     let jobs = Api::<Job>::namespaced(w.env.client.clone(), NS)
         .list(&ListParams::default())
@@ -204,8 +205,19 @@ async fn visible(w: &World) -> String {
         .await
         .expect("events");
     let p = w.policy().await;
+    let pods = Api::<Pod>::namespaced(w.env.client.clone(), NS);
+    let mut logs = String::new();
+    for pod in pods.list(&ListParams::default()).await.expect("pods").items {
+        let log = pods.logs(&pod.name_any(), &LogParams::default()).await;
+        logs.push_str(&log.unwrap_or_default());
+        logs.push_str(&serde_json::to_string(&pod.status).unwrap_or_default());
+    }
+    assert!(
+        logs.contains("\"viaProxy\""),
+        "the probe's output was read: {logs}"
+    );
     format!(
-        "{}\n{}\n{}",
+        "{}\n{}\n{}\n{logs}",
         serde_json::to_string(&jobs.items).unwrap_or_default(),
         serde_json::to_string(&events.items).unwrap_or_default(),
         serde_json::to_string(&p.status).unwrap_or_default()
