@@ -5,27 +5,36 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 use super::errors::{self, Category, Error};
 use super::plan::verify::{self, ProbeRun, Wanted};
+use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
 
-/// The run as the cluster shows it.
-pub(super) async fn run(client: &Client, ns: &str, w: &Wanted) -> Result<ProbeRun, Error> {
-    let shown = format!("Job {ns}/{}", w.job_name);
-    let job = Api::<Job>::namespaced(client.clone(), ns)
-        .get_opt(&w.job_name)
+/// The run as the cluster shows it: its Job (among the policy's probe Jobs) and its Pods.
+pub(super) async fn run(
+    client: &Client,
+    ns: &str,
+    policy: &str,
+    w: &Wanted,
+) -> Result<ProbeRun, Error> {
+    let mine = format!("{MANAGED_BY_LABEL}={MANAGED_BY},{POLICY_LABEL}={policy}");
+    let jobs = Api::<Job>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&mine))
         .await
-        .map_err(Error::kube("reading", &shown))?;
-    let Some(job) = job else {
-        return Ok(ProbeRun::Missing);
+        .map_err(Error::kube("listing", format!("probe Jobs in {ns}")))?;
+    let Some(job) = jobs.items.iter().find(|j| j.name_any() == w.job_name) else {
+        return Ok(verify::missing(&jobs.items));
     };
     let selector = format!("batch.kubernetes.io/job-name={}", w.job_name);
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(Error::kube("listing", format!("Pods of {shown}")))?;
-    Ok(verify::read(w, &job, &pods.items))
+        .map_err(Error::kube(
+            "listing",
+            format!("Pods of Job {ns}/{}", w.job_name),
+        ))?;
+    Ok(verify::read(w, job, &pods.items))
 }
 
 /// Creates the run's Job; one another instance created first is the same run.

@@ -176,7 +176,7 @@ impl Executor {
             plan = self.plan(&o, pods.as_ref(), None);
         }
         if let Some(w) = plan.needs_probe.clone() {
-            let run = super::probe::run(&self.ctx.client, &self.ns, &w).await?;
+            let run = super::probe::run(&self.ctx.client, &self.ns, &self.name, &w).await?;
             plan = self.plan(&o, pods.as_ref(), Some(&run));
         }
         self.execute(&plan, &o).await

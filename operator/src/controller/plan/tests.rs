@@ -1964,6 +1964,22 @@ mod verification {
     }
 
     #[test]
+    fn one_probe_job_runs_at_a_time() {
+        let mut running = job_with(None);
+        running.metadata.name = Some("egress-proxy-verify-earlier".into());
+        assert_eq!(
+            verify::missing(&[running]),
+            ProbeRun::Running(
+                "waiting for the earlier probe Job egress-proxy-verify-earlier to finish".into()
+            )
+        );
+        let done = job_with(Some(("Complete", "CompletionsReached")));
+        let failed = job_with(Some(("Failed", "DeadlineExceeded")));
+        assert_eq!(verify::missing(&[done, failed]), ProbeRun::Missing);
+        assert_eq!(verify::missing(&[]), ProbeRun::Missing);
+    }
+
+    #[test]
     fn a_run_without_results_fails_and_says_why() {
         let w = wanted();
         let garbage = pod_with(

@@ -272,6 +272,23 @@ fn resources() -> ResourceRequirements {
     }
 }
 
+/// No Job for the run yet: create it, unless an earlier probe Job of the policy still runs
+/// (one at a time; the run's configuration changed while it ran).
+pub fn missing(jobs: &[Job]) -> ProbeRun {
+    let running = jobs.iter().find(|j| {
+        j.meta().deletion_timestamp.is_none()
+            && job_condition(j, "Complete").is_none()
+            && job_condition(j, "Failed").is_none()
+    });
+    match running {
+        Some(j) => ProbeRun::Running(format!(
+            "waiting for the earlier probe Job {} to finish",
+            j.name_any()
+        )),
+        None => ProbeRun::Missing,
+    }
+}
+
 /// The run as its Job and Pods show it. A finished run without results (the Pod never
 /// started, the probe crashed) is a failed verification saying why.
 pub fn read(w: &Wanted, job: &Job, pods: &[Pod]) -> ProbeRun {
