@@ -67,6 +67,8 @@ struct Figures {
     selected: i64,
     up_to_date: i64,
     ready: bool,
+    /// The Verified condition, when the policy has `spec.verification`.
+    verified: Option<bool>,
     phase: String,
     slot: String,
 }
@@ -82,6 +84,7 @@ pub struct Metrics {
     leader: Gauge,
     workloads: Family<State, Gauge>,
     ready: Family<PolicyKey, Gauge>,
+    verified: Family<PolicyKey, Gauge>,
     phase: Family<PolicyValue, Gauge>,
     slot: Family<PolicyValue, Gauge>,
     policies: Mutex<BTreeMap<(String, String), Figures>>,
@@ -107,6 +110,7 @@ impl Metrics {
             leader: Gauge::default(),
             workloads: Family::default(),
             ready: Family::default(),
+            verified: Family::default(),
             phase: Family::default(),
             slot: Family::default(),
             policies: Mutex::default(),
@@ -148,6 +152,12 @@ impl Metrics {
             "policy_ready",
             "1 when the policy's Ready condition is True",
             m.ready.clone(),
+        );
+        r.register(
+            "policy_verified",
+            "1 when the policy's last verification passed, 0 when it failed or is pending (only \
+             for policies with spec.verification)",
+            m.verified.clone(),
         );
         r.register(
             "policy_rotation_phase",
@@ -239,6 +249,14 @@ impl Metrics {
         match new {
             Some(f) => {
                 self.ready.get_or_create(&pk).set(i64::from(f.ready));
+                match f.verified {
+                    Some(v) => {
+                        self.verified.get_or_create(&pk).set(i64::from(v));
+                    }
+                    None => {
+                        self.verified.remove(&pk);
+                    }
+                }
                 self.phase.get_or_create(&value(&f.phase)).set(1);
                 if !f.slot.is_empty() {
                     self.slot.get_or_create(&value(&f.slot)).set(1);
@@ -246,6 +264,7 @@ impl Metrics {
             }
             None => {
                 self.ready.remove(&pk);
+                self.verified.remove(&pk);
             }
         }
         let (selected, up) = all
@@ -315,6 +334,11 @@ fn figures(status: Option<&EgressProxyPolicyStatus>) -> Figures {
         .conditions
         .iter()
         .any(|c| c.type_ == crate::api::reasons::READY && c.status == "True");
+    let verified = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::reasons::VERIFIED)
+        .map(|c| c.status == "True");
     let phase = s
         .rotation
         .as_ref()
@@ -324,6 +348,7 @@ fn figures(status: Option<&EgressProxyPolicyStatus>) -> Figures {
         selected: counts.map_or(0, |c| i64::from(c.selected)),
         up_to_date: counts.map_or(0, |c| i64::from(c.up_to_date)),
         ready,
+        verified,
         phase: phase.into(),
         slot: s.active_credential.clone().unwrap_or_default(),
     }
@@ -457,5 +482,35 @@ mod tests {
             "{r:?}"
         );
         assert!(m.encode(true).contains("egress_proxy_leader 1"));
+    }
+
+    #[test]
+    fn verified_is_a_series_only_for_policies_with_verification() {
+        let m = Metrics::new();
+        let mut p = policy("True", 1, 1, None, "main");
+        m.saw_policy("n", "p", Some(&p));
+        assert!(lines(&m, "egress_proxy_policy_verified").is_empty());
+        let verified = |status: &str| {
+            serde_json::from_value(serde_json::json!({"type": "Verified", "status": status,
+                "reason": "X", "message": "", "lastTransitionTime": "2026-12-03T10:00:00Z"}))
+            .expect("condition")
+        };
+        let conditions = &mut p.status.as_mut().expect("status").conditions;
+        conditions.push(verified("False"));
+        m.saw_policy("n", "p", Some(&p));
+        assert_eq!(
+            lines(&m, "egress_proxy_policy_verified"),
+            ["egress_proxy_policy_verified{namespace=\"n\",policy=\"p\"} 0"]
+        );
+        let conditions = &mut p.status.as_mut().expect("status").conditions;
+        conditions.pop();
+        conditions.push(verified("True"));
+        m.saw_policy("n", "p", Some(&p));
+        assert_eq!(
+            lines(&m, "egress_proxy_policy_verified"),
+            ["egress_proxy_policy_verified{namespace=\"n\",policy=\"p\"} 1"]
+        );
+        m.saw_policy("n", "p", None);
+        assert!(lines(&m, "egress_proxy_policy_verified").is_empty());
     }
 }
