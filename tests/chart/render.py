@@ -66,6 +66,7 @@ EXPECTED_ARGS = [
     "--leader-elect",
     "--lease-name=egress-proxy-operator",
     "--admin-addr=0.0.0.0:8080",
+    "--probe-image=egress-proxy-operator:0.1.0",
     "--namespace-selector=egressproxy.io/enabled=true",
     "--log-format=json",
 ]
@@ -219,6 +220,7 @@ def values_reach_the_objects() -> None:
         "watchNamespaces": ["team-a", "team-b"], "clusterDomain": "corp.local",
         "serviceCIDRs": ["10.96.0.0/12"], "podCIDRs": ["10.244.0.0/16", "fd00::/48"],
         "logLevel": "debug", "logFormat": "text", "extraArgs": ["--workers=4"],
+        "verification": {"probeImage": "registry.local/epo-probe:1"},
         "image": {"repository": "registry.local/epo", "digest": "sha256:" + "a" * 64},
         "tenantNamespaces": ["team-a"], "leaderElection": {"enabled": False}, "replicaCount": 1,
         "podDisruptionBudget": {"enabled": False}, "priorityClassName": "system-cluster-critical",
@@ -231,11 +233,17 @@ def values_reach_the_objects() -> None:
     pod = one(objs, "Deployment")["spec"]["template"]
     c = pod["spec"]["containers"][0]
     expect(c["args"] == [
-        "run", "--admin-addr=0.0.0.0:8080", "--namespace=team-a", "--namespace=team-b",
+        "run", "--admin-addr=0.0.0.0:8080", "--probe-image=registry.local/epo-probe:1",
+        "--namespace=team-a", "--namespace=team-b",
         "--cluster-domain=corp.local", "--service-cidr=10.96.0.0/12", "--pod-cidr=10.244.0.0/16",
         "--pod-cidr=fd00::/48", "--log-level=debug", "--log-format=text", "--workers=4",
     ], f"args {c['args']}")
     expect(c["image"] == "registry.local/epo@sha256:" + "a" * 64, c["image"])
+    vap = one(objs, "ValidatingAdmissionPolicy")
+    probe_rule = [v["expression"] for v in vap["spec"]["validations"]
+                  if "c.image ==" in v["expression"]]
+    expect(len(probe_rule) == 1 and "'registry.local/epo-probe:1'" in probe_rule[0],
+           f"the admission policy allows probe Jobs of verification.probeImage: {probe_rule}")
     expect(pod["metadata"]["annotations"] == {"a": "b"} and pod["metadata"]["labels"]["team"] == "platform", "pod meta")
     spec = pod["spec"]
     expect(spec["priorityClassName"] == "system-cluster-critical" and spec["imagePullSecrets"] == [{"name": "pull"}], "pod spec")
