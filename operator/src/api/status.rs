@@ -64,7 +64,7 @@ pub struct VerificationStatus {
     pub job: String,
     /// What was checked: a digest of the slot, configuration hash, dialect and endpoints.
     pub key: String,
-    /// When the result was read.
+    /// When the probe Job finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<Time>,
     /// The credential slot checked.
