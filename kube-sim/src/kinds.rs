@@ -136,11 +136,7 @@ pub(crate) fn normalize(
             if !has_ip && ty != "ExternalName" {
                 let ip = match old_ip {
                     Some(ip) => ip,
-                    None => {
-                        let n = store.next_cluster_ip;
-                        store.next_cluster_ip += 1;
-                        json!(format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff))
-                    }
+                    None => json!(crate::service_ip::allocate(store)?),
                 };
                 obj["spec"]["clusterIP"] = ip.clone();
                 obj["spec"]["clusterIPs"] = json!([ip]);

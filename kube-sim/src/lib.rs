@@ -32,6 +32,7 @@ pub(crate) mod scale;
 pub(crate) mod schema;
 pub(crate) mod selectors;
 pub(crate) mod server;
+pub(crate) mod service_ip;
 pub(crate) mod store;
 pub(crate) mod table;
 pub(crate) mod watch;
@@ -50,6 +51,7 @@ use tokio::sync::watch as tokio_watch;
 pub use controllers::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
 pub use error::ApiError;
 pub use load::LoadError;
+pub use service_ip::DEFAULT_SERVICE_RANGE;
 
 use resources::Registry;
 use server::Shared;
@@ -230,7 +232,7 @@ fn seed(store: &mut Store) -> Result<(), ApiError> {
     api::seed(
         store,
         &cidr,
-        json!({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": ["10.96.0.0/12"]},
+        json!({"metadata": {"name": "kubernetes"}, "spec": {"cidrs": [DEFAULT_SERVICE_RANGE]},
                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "", "message": "",
                                           "lastTransitionTime": object::now()}]}}),
     )?;
