@@ -53,7 +53,7 @@ pub use error::ApiError;
 pub use load::LoadError;
 pub use service_ip::DEFAULT_SERVICE_RANGE;
 
-use resources::Registry;
+use resources::{Registry, ResourceType};
 use server::Shared;
 use store::Store;
 
@@ -68,6 +68,12 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// YAML files or directories loaded at start-up.
     pub load: Vec<PathBuf>,
+    /// Whether to create the ServiceCIDR `kubernetes` ([`DEFAULT_SERVICE_RANGE`]) at start,
+    /// as a kubeadm API server does. `None` (the default): only when `load` yields no object,
+    /// so a cluster loaded from files holds exactly the ServiceCIDRs they contain (none, if
+    /// they have none). `Some(true)` creates it in any case (a loaded ServiceCIDR `kubernetes`
+    /// replaces it), `Some(false)` never.
+    pub seed_service_cidr: Option<bool>,
     /// Run the simulated workload controllers and kubelet.
     pub controllers: bool,
     /// How long a new Pod takes to become Ready (default: at once); a workload's
@@ -91,6 +97,7 @@ impl Default for Config {
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(10),
             load: Vec::new(),
+            seed_service_cidr: None,
             controllers: false,
             ready_after: Duration::ZERO,
             grace_scale: 0.0,
@@ -120,9 +127,7 @@ impl KubeSim {
     pub async fn start(config: Config) -> Result<KubeSimHandle, StartError> {
         let mut store = Store::new(config.history_limit, Registry::with_builtins());
         store.graceful_pods = config.controllers && config.grace_scale > 0.0;
-        seed(&mut store).map_err(StartError::Seed)?;
-        let docs = load::read_documents(&config.load)?;
-        let loaded = load::apply_documents(&mut store, docs)?;
+        let loaded = seed_and_load(&mut store, &config)?;
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -217,18 +222,50 @@ fn local_programs(images: &BTreeMap<String, PathBuf>) -> BTreeMap<String, PathBu
         .collect()
 }
 
-/// Default namespaces, the `kubernetes` Service and the default ServiceCIDR.
-fn seed(store: &mut Store) -> Result<(), ApiError> {
-    let reg = store.registry.clone();
-    let ty = |g: &str, v: &str, p: &str| {
-        reg.get(g, v, p)
-            .ok_or_else(|| ApiError::internal(format!("missing built-in {p}")))
-    };
-    let ns = ty("", "v1", "namespaces")?;
+/// What every API server creates (the default namespaces, the `kubernetes` Service), the
+/// default ServiceCIDR when `config` asks for it, and the loaded objects. ServiceCIDRs are in
+/// place before any Service, so the `kubernetes` Service gets the first address of a loaded
+/// range, as on a real cluster. Returns how many objects were loaded.
+fn seed_and_load(store: &mut Store, config: &Config) -> Result<usize, StartError> {
+    seed_namespaces(store).map_err(StartError::Seed)?;
+    let docs = load::read_documents(&config.load)?;
+    if config.seed_service_cidr.unwrap_or(docs.is_empty()) {
+        seed_service_cidr(store).map_err(StartError::Seed)?;
+    }
+    let (early, rest) = docs
+        .into_iter()
+        .partition(|(_, v)| load::precedes_services(v));
+    let mut loaded = load::apply_documents(store, early)?;
+    seed_kubernetes_service(store).map_err(StartError::Seed)?;
+    loaded += load::apply_documents(store, rest)?;
+    Ok(loaded)
+}
+
+fn builtin(
+    store: &Store,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Result<ResourceType, ApiError> {
+    store
+        .registry
+        .get(group, version, plural)
+        .map(|rt| (*rt).clone())
+        .ok_or_else(|| ApiError::internal(format!("missing built-in {plural}")))
+}
+
+/// The namespaces every API server creates.
+fn seed_namespaces(store: &mut Store) -> Result<(), ApiError> {
+    let ns = builtin(store, "", "v1", "namespaces")?;
     for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         api::seed(store, &ns, json!({"metadata": {"name": n}}))?;
     }
-    let cidr = ty("networking.k8s.io", "v1", "servicecidrs")?;
+    Ok(())
+}
+
+/// The ServiceCIDR a kubeadm API server creates from its default Service range.
+fn seed_service_cidr(store: &mut Store) -> Result<(), ApiError> {
+    let cidr = builtin(store, "networking.k8s.io", "v1", "servicecidrs")?;
     api::seed(
         store,
         &cidr,
@@ -236,7 +273,13 @@ fn seed(store: &mut Store) -> Result<(), ApiError> {
                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "", "message": "",
                                           "lastTransitionTime": object::now()}]}}),
     )?;
-    let svc = ty("", "v1", "services")?;
+    Ok(())
+}
+
+/// The `kubernetes` Service every API server has; its ClusterIP is the first address of the
+/// Service range (see [`DEFAULT_SERVICE_RANGE`] for a cluster without a ServiceCIDR).
+fn seed_kubernetes_service(store: &mut Store) -> Result<(), ApiError> {
+    let svc = builtin(store, "", "v1", "services")?;
     api::seed(
         store,
         &svc,

@@ -103,6 +103,13 @@ fn is_crd(v: &Value) -> bool {
     v.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
 }
 
+/// Objects a cluster has before its first Service: CRDs, Namespaces and ServiceCIDRs (the
+/// range the `kubernetes` Service's ClusterIP comes from).
+pub fn precedes_services(v: &Value) -> bool {
+    let kind = v.get("kind").and_then(Value::as_str);
+    is_crd(v) || matches!(kind, Some("Namespace" | "ServiceCIDR"))
+}
+
 /// Create (or replace) each object: CRDs, then Namespaces, then everything else.
 pub fn apply_documents(store: &mut Store, docs: Vec<(PathBuf, Value)>) -> Result<usize, LoadError> {
     let rank = |v: &Value| match v.get("kind").and_then(Value::as_str) {

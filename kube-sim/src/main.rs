@@ -1,4 +1,4 @@
-//! `kube-sim --kubeconfig PATH [--listen ADDR] [--load PATH]... [--controllers [--run-image IMAGE=PATH]...]`
+//! `kube-sim --kubeconfig PATH [--listen ADDR] [--load PATH]... [--seed-service-cidr[=BOOL]] [--controllers [--run-image IMAGE=PATH]...]`
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,6 +18,11 @@ struct Args {
     /// YAML file or directory to load at start-up (repeatable; CRDs are applied first).
     #[arg(long)]
     load: Vec<PathBuf>,
+    /// Create the ServiceCIDR `kubernetes` (10.96.0.0/12) at start: `true` (the flag alone) or
+    /// `false`. Default: only when --load yields no object, so a loaded cluster holds exactly
+    /// the ServiceCIDRs of its files.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    seed_service_cidr: Option<bool>,
     /// Run the simulated workload controllers and kubelet.
     #[arg(long)]
     controllers: bool,
@@ -67,6 +72,7 @@ async fn run() -> anyhow::Result<()> {
     let config = kube_sim::Config {
         listen: args.listen,
         load: args.load,
+        seed_service_cidr: args.seed_service_cidr,
         controllers: args.controllers,
         ready_after: std::time::Duration::try_from_secs_f64(args.ready_after)?,
         grace_scale: args.grace_scale,
