@@ -14,6 +14,41 @@ struct Demo {
 }
 
 impl Demo {
+    /// `demo --kubeconfig KC ARGS...`, its stdout read line by line; the returned thread
+    /// yields its logs (stderr) once it exits.
+    fn start(kc: &Path, args: &[&std::ffi::OsStr]) -> (Demo, std::thread::JoinHandle<Vec<String>>) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+            .args(["demo", "--kubeconfig"])
+            .arg(kc)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start demo");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let logs = std::thread::spawn(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
+        });
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let demo = Demo {
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        (demo, logs)
+    }
+
     /// Reads stdout until a line contains `marker`; returns everything read so far.
     fn until(&mut self, marker: &str) -> String {
         loop {
@@ -69,35 +104,7 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
     let dir = std::env::temp_dir().join(format!("epo-demo-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let kc = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
-        .args(["demo", "--kubeconfig"])
-        .arg(&kc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start demo");
-    let stdout = child.stdout.take().expect("stdout");
-    let stderr = child.stderr.take().expect("stderr");
-    // The logs: read to the end once the demo exits.
-    let logs = std::thread::spawn(move || {
-        BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<String>>()
-    });
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut demo = Demo {
-        child,
-        lines,
-        seen: Vec::new(),
-    };
+    let (mut demo, logs) = Demo::start(&kc, &[]);
     let report = demo.until("Serving until Ctrl-C");
 
     // The report explains itself: facts with sources, the value, the workloads it changed.
@@ -260,5 +267,72 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("Status {"))
         .collect();
     assert!(bad.is_empty(), "{}", logs.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The demo's built-in cluster facts without their ServiceCIDR, as a cluster that publishes
+/// none (GKE before 1.33, Kubernetes before 1.33 without the feature) would be exported.
+fn facts_without_service_cidr() -> String {
+    let docs: Vec<&str> = include_str!("../demo/cluster.yaml")
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("kind: ServiceCIDR"))
+        .collect();
+    docs.join("\n---\n")
+}
+
+#[test]
+fn a_loaded_cluster_without_a_service_cidr_reports_it_missing() {
+    let dir = std::env::temp_dir().join(format!("epo-demo-load-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let kc = dir.join("kubeconfig");
+    let facts = dir.join("cluster.yaml");
+    let yaml = facts_without_service_cidr();
+    assert!(yaml.contains("kind: Node") && !yaml.contains("ServiceCIDR"));
+    std::fs::write(&facts, yaml).expect("write the facts");
+    let (mut demo, logs) = Demo::start(&kc, &["--load".as_ref(), facts.as_os_str()]);
+    let report = demo.until("Serving until Ctrl-C");
+
+    // The loaded facts are used; the Service network is missing, and nothing stands in for it.
+    for expected in [
+        "no built-in cluster facts: only what was loaded",
+        "Service network not found: no ServiceCIDR object and ConfigMap kube-system/kubeadm-config not found",
+        "cluster domain  cluster.corp  (from ConfigMap kube-system/kubelet-config)",
+        "EgressProxyPolicy team-a/outbound: Ready=False (DiscoveryIncomplete)",
+        "EgressProxyPolicy team-b/outbound: Ready=False (DiscoveryIncomplete)",
+    ] {
+        assert!(
+            report.contains(expected),
+            "report lacks {expected:?}:\n{report}"
+        );
+    }
+    assert!(!report.contains("10.96."), "{report}");
+
+    // The cluster has no ServiceCIDR, and the policies' status says what is missing.
+    let cidrs = kubectl(&kc, &["get", "servicecidrs", "-o", "name"]);
+    assert_eq!(cidrs.trim(), "", "no ServiceCIDR was loaded");
+    let policies = kubectl(&kc, &["get", "egressproxypolicies", "-A", "-o", "json"]);
+    assert!(!policies.contains("10.96."), "{policies}");
+    let get = |path: &str| {
+        let jsonpath = format!("jsonpath={path}");
+        kubectl(
+            &kc,
+            &["-n", "team-a", "get", "epp", "outbound", "-o", &jsonpath],
+        )
+    };
+    let fact = get("{.status.discovered.serviceNetwork}");
+    assert!(
+        fact.contains("no ServiceCIDR object") && !fact.contains("\"values\":[\""),
+        "{fact}"
+    );
+    let ready = get("{.status.conditions[?(@.type==\"Ready\")].message}");
+    assert!(ready.contains("serviceNetwork"), "{ready}");
+
+    let pid = demo.child.id().to_string();
+    let stopped = Command::new("kill").args(["-INT", &pid]).status();
+    assert!(stopped.expect("kill").success());
+    demo.until("Stopped.");
+    assert!(demo.child.wait().expect("wait").success());
+    let logs = logs.join().expect("log reader").join("\n");
+    assert!(!logs.contains("10.96."), "{logs}");
     let _ = std::fs::remove_dir_all(&dir);
 }

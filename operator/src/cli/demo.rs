@@ -38,8 +38,10 @@ pub struct DemoArgs {
     /// Where to write the kubeconfig of the in-memory cluster (for kubectl).
     #[arg(long, default_value = "egress-proxy-demo.kubeconfig")]
     pub kubeconfig: PathBuf,
-    /// Manifests (file or directory, repeatable) applied before the operator starts; they
-    /// replace the built-in cluster facts (Nodes, the kubernetes Service, ServiceCIDR, ...).
+    /// Manifests (file or directory, repeatable) applied before the operator starts, in
+    /// place of the built-in cluster facts: the cluster holds what they contain, what every
+    /// API server has (default namespaces, the kubernetes Service) and the example policies,
+    /// nothing else (no ServiceCIDR unless they have one).
     #[arg(long)]
     pub load: Vec<PathBuf>,
     /// Address of the in-memory API server.
@@ -89,7 +91,8 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// kube-sim with its controllers, the CRD, the cluster facts (built in, or `--load`) and the
-/// examples.
+/// examples. kube-sim seeds no ServiceCIDR of its own: the built-in facts have theirs, and a
+/// loaded cluster has exactly the ones its files contain.
 async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandle> {
     // The CRD goes first, so a user's own policies in `--load` files are served.
     let dir = std::env::temp_dir().join(format!("egress-proxy-demo-{}", std::process::id()));
@@ -101,6 +104,7 @@ async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandl
     let started = kube_sim::KubeSim::start(kube_sim::Config {
         listen: args.listen,
         load,
+        seed_service_cidr: Some(false),
         controllers: true,
         ..Default::default()
     })
@@ -117,6 +121,9 @@ async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandl
         for p in &args.load {
             println!("  loaded {}", p.display());
         }
+        println!(
+            "  no built-in cluster facts: only what was loaded, the default namespaces and the kubernetes Service"
+        );
     }
     for (name, yaml) in EXAMPLES {
         let n = sim
