@@ -68,8 +68,10 @@ fn fixtures(
 }
 
 async fn sim_with(yaml: &str) -> kube_sim::KubeSimHandle {
+    // No seeded ServiceCIDR: the cluster facts bring their own.
     let sim = kube_sim::KubeSim::start(kube_sim::Config {
         controllers: true,
+        seed_service_cidr: Some(false),
         ..Default::default()
     })
     .await

@@ -74,7 +74,12 @@ impl Env {
         Self::started(config, yaml).await
     }
 
+    /// kube-sim seeds no ServiceCIDR: the cluster facts bring their own.
     async fn started(config: kube_sim::Config, yaml: &str) -> Env {
+        let config = kube_sim::Config {
+            seed_service_cidr: Some(false),
+            ..config
+        };
         let sim = KubeSim::start(config).await.expect("start kube-sim");
         sim.apply_yaml(CLUSTER).expect("cluster facts");
         sim.apply_yaml(&egress_proxy_operator::api::crd_yaml().expect("crd"))
