@@ -18,7 +18,8 @@ the route is decided the way the dialect's client decides it (the model behind `
 then the request is made for real along that route.\n\n\
 Direct: the client would not use the proxy and the target answers without it.\n\
 Proxied: the request goes to the proxy with the credentials in the proxy URL and the target \
-answers 2xx/3xx (401/407 means the proxy rejected the credentials).\n\
+answers 2xx/3xx (401/407 from the proxy means it rejected the credentials; inside an open \
+CONNECT tunnel the answer is the target's).\n\
 Blocked: the proxy refuses it (403) and a direct connection does not get through either \
 (one that does \"would leak direct\").\n\n\
 Prints a JSON array, one object per endpoint (url, expect, got, ok, statusCode, viaProxy, \

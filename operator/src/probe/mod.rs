@@ -35,6 +35,9 @@ pub enum Outcome {
     Response(u16),
     /// The proxy refused a CONNECT tunnel with this status.
     TunnelRefused(u16),
+    /// The proxy opened the CONNECT tunnel and the target answered inside it with this
+    /// status: the route through the proxy is proven, whatever the target said.
+    Tunneled(u16),
     /// No connection (refused, unreachable, DNS, timeout).
     Unreachable(String),
     /// Connected, but the exchange failed (TLS, protocol, timeout).
@@ -106,6 +109,12 @@ fn path_of(route: &Route, attempt: &Outcome) -> (Got, Option<u16>, Option<String
     let via_proxy = matches!(route, Route::Proxy(_));
     match (attempt, via_proxy) {
         (Outcome::Response(code), false) => (Got::Direct, Some(*code), None),
+        (Outcome::Tunneled(code @ 200..=399), _) => (Got::Proxied, Some(*code), None),
+        (Outcome::Tunneled(code), _) => (
+            Got::Proxied,
+            Some(*code),
+            Some(format!("the target answered HTTP {code} through the proxy")),
+        ),
         (Outcome::Response(code @ 200..=399), true) => (Got::Proxied, Some(*code), None),
         (Outcome::Response(code) | Outcome::TunnelRefused(code), true) => refusal(*code),
         (Outcome::TunnelRefused(code), false) => (Got::Failed, Some(*code), None),
@@ -159,7 +168,7 @@ pub fn judge(expect: ExpectedPath, obs: &Observation) -> Verdict {
         ExpectedPath::Proxied => Got::Proxied,
         ExpectedPath::Blocked => Got::Blocked,
     };
-    let error = if got == wanted {
+    let error = if got == wanted && problem.is_none() {
         leak(expect, obs.leak_check.as_ref())
     } else {
         Some(mismatch(expect, &obs.route, got, status_code, problem))

@@ -131,7 +131,7 @@ impl Requester {
                 .map_err(|e| format!("CONNECT tunnel: {e}"))?;
             let io = self.secure(Box::new(TokioIo::new(tunnel)), target).await?;
             let res = exchange(io, get(target, path)?).await?;
-            Ok(Outcome::Response(res.status().as_u16()))
+            Ok(Outcome::Tunneled(res.status().as_u16()))
         })
         .await
     }
@@ -173,10 +173,9 @@ impl Requester {
         let io = self.connect_any(&addrs).await?;
         if proxy.tls {
             let name = server_name(&proxy.host)?;
-            let s = self
-                .tls
-                .connect(name, io)
+            let s = timeout(self.timeout, self.tls.connect(name, io))
                 .await
+                .map_err(|_| "TLS to the proxy: no answer in time".to_owned())?
                 .map_err(|e| format!("TLS to the proxy: {e}"))?;
             return Ok(Box::new(s));
         }

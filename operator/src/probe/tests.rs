@@ -222,3 +222,24 @@ fn the_termination_message_fits_and_keeps_the_order() {
     assert!(back.iter().all(|r| !r.ok && r.status_code == Some(407)));
     assert!(back[3].url.starts_with("https://service-3."));
 }
+
+#[test]
+fn an_answer_inside_the_tunnel_is_the_targets() {
+    // The proxy opened the tunnel: a 403 or 401 from the target is not the proxy's refusal.
+    let v = judge(Blocked, &obs(proxy(), Outcome::Tunneled(403)));
+    assert_eq!(v.got, Got::Proxied);
+    assert!(!v.ok, "a target behind an open tunnel is not blocked");
+    let v = judge(Proxied, &obs(proxy(), Outcome::Tunneled(401)));
+    assert_eq!(
+        v,
+        verdict(
+            Got::Proxied,
+            false,
+            Some(401),
+            Some("expected through the proxy: the target answered HTTP 401 through the proxy")
+        )
+    );
+    let v = judge(Proxied, &obs(proxy(), Outcome::Tunneled(204)));
+    assert_eq!(v, verdict(Got::Proxied, true, Some(204), None));
+    assert!(!needs_leak_check(Blocked, &Outcome::Tunneled(403)));
+}
