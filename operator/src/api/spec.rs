@@ -384,14 +384,10 @@ impl VerificationSpec {
     /// `interval` in seconds; `None` when unset or shorter than five minutes.
     pub fn interval_seconds(&self) -> Option<u64> {
         let text = self.interval.as_deref()?;
-        let (n, unit) = text.split_at(text.len().checked_sub(1)?);
-        let n: u64 = n.parse().ok()?;
-        let secs = n * match unit {
-            "m" => 60,
-            "h" => 3600,
-            "d" => 86_400,
-            _ => return None,
-        };
+        let (n, unit) = [("m", 60), ("h", 3600), ("d", 86_400)]
+            .into_iter()
+            .find_map(|(suffix, unit)| Some((text.strip_suffix(suffix)?, unit)))?;
+        let secs = n.parse::<u64>().ok()?.checked_mul(unit)?;
         (secs >= 300).then_some(secs)
     }
 }

@@ -5,7 +5,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 
 use super::errors::{self, Category, Error};
 use super::plan::verify::{self, ProbeRun, Wanted};
@@ -16,6 +16,7 @@ pub(super) async fn run(
     client: &Client,
     ns: &str,
     policy: &str,
+    policy_uid: &str,
     w: &Wanted,
 ) -> Result<ProbeRun, Error> {
     let mine = format!("{MANAGED_BY_LABEL}={MANAGED_BY},{POLICY_LABEL}={policy}");
@@ -23,10 +24,20 @@ pub(super) async fn run(
         .list(&ListParams::default().labels(&mine))
         .await
         .map_err(Error::kube("listing", format!("probe Jobs in {ns}")))?;
-    let Some(job) = jobs.items.iter().find(|j| j.name_any() == w.job_name) else {
-        return Ok(verify::missing(&jobs.items));
+    let job = jobs.items.iter().find(|j| {
+        j.name_any() == w.job_name
+            && verify::owned_by(j, policy_uid)
+            && j.meta().deletion_timestamp.is_none()
+    });
+    let Some(job) = job else {
+        // A Job going away (its TTL) is as good as gone: the run starts again.
+        return Ok(verify::missing(policy_uid, &jobs.items));
     };
-    let selector = format!("batch.kubernetes.io/job-name={}", w.job_name);
+    // The run's own Pods, by the Job's UID: a Pod merely labelled with its name is not one.
+    let selector = format!(
+        "batch.kubernetes.io/controller-uid={}",
+        job.uid().unwrap_or_default()
+    );
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default().labels(&selector))
         .await

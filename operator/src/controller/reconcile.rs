@@ -176,7 +176,9 @@ impl Executor {
             plan = self.plan(&o, pods.as_ref(), None);
         }
         if let Some(w) = plan.needs_probe.clone() {
-            let run = super::probe::run(&self.ctx.client, &self.ns, &self.name, &w).await?;
+            let uid = self.policy.uid().unwrap_or_default();
+            let client = &self.ctx.client;
+            let run = super::probe::run(client, &self.ns, &self.name, &uid, &w).await?;
             plan = self.plan(&o, pods.as_ref(), Some(&run));
         }
         self.execute(&plan, &o).await

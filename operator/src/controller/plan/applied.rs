@@ -138,7 +138,10 @@ pub(super) fn plan(
     applied.unknown_containers = unknown_containers(i, selector);
     // The finalizer comes first, even while paused: workloads may already carry entries.
     plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
-    probe(i, &mut plan, &applied);
+    // A paused policy writes no managed Secret: a probe could not read the slot under test.
+    if !applied.paused {
+        probe(i, &mut plan, &applied);
+    }
     // A closed gate keeps the workloads and the NO_PROXY they read where they are.
     let open = matches!(applied.slots.gate, Gate::NotRequired | Gate::Passed);
     if !applied.paused {

@@ -344,7 +344,14 @@ pub fn plan(i: &Inputs) -> Plan {
         .into_iter()
         .filter(|v| applied::injectable(i, v))
         .collect();
-    let domain = facts.cluster_domain.as_ref().and_then(|f| f.values.first());
+    // The domain NO_PROXY is rendered with: the spec's override, else the discovered one.
+    let domain = p
+        .spec
+        .no_proxy
+        .cluster_domain
+        .as_ref()
+        .filter(|d| !d.is_empty());
+    let domain = domain.or(facts.cluster_domain.as_ref().and_then(|f| f.values.first()));
     let stage = match slots::stage(i, &rendered.value, &mine, domain.map(String::as_str)) {
         Ok(stage) => stage,
         Err(blocker) => return blocked(plan, blocker, facts, None),

@@ -279,7 +279,8 @@ fn requeue(a: &Applied) -> Requeue {
         phase,
         Some(RotationPhase::Draining | RotationPhase::Verifying)
     );
-    let verifying = a.slots.gate == Gate::Pending && a.probe_image;
+    // A run in flight (also a re-run of a configuration already judged) is read soon.
+    let verifying = (a.slots.gate == Gate::Pending && a.probe_image) || a.probe_note.is_some();
     if progressing || draining || verifying {
         Requeue::Soon
     } else {

@@ -1965,18 +1965,35 @@ mod verification {
 
     #[test]
     fn one_probe_job_runs_at_a_time() {
+        let owner = json!([{"apiVersion": "egressproxy.io/v1alpha1", "kind": "EgressProxyPolicy",
+            "name": "outbound", "uid": "uid-outbound", "controller": true}]);
         let mut running = job_with(None);
         running.metadata.name = Some("egress-proxy-verify-earlier".into());
+        let look_alike = running.clone();
+        running.metadata.owner_references = serde_json::from_value(owner).unwrap();
         assert_eq!(
-            verify::missing(&[running]),
+            verify::missing("uid-outbound", &[running.clone()]),
             ProbeRun::Running(
                 "waiting for the earlier probe Job egress-proxy-verify-earlier to finish".into()
             )
         );
+        assert_eq!(
+            verify::missing("uid-outbound", &[look_alike]),
+            ProbeRun::Missing,
+            "a Job the policy does not own holds nothing"
+        );
+        let mut suspended = running;
+        suspended.spec.get_or_insert_default().suspend = Some(true);
+        assert_eq!(
+            verify::missing("uid-outbound", &[suspended]),
+            ProbeRun::Missing
+        );
         let done = job_with(Some(("Complete", "CompletionsReached")));
         let failed = job_with(Some(("Failed", "DeadlineExceeded")));
-        assert_eq!(verify::missing(&[done, failed]), ProbeRun::Missing);
-        assert_eq!(verify::missing(&[]), ProbeRun::Missing);
+        assert_eq!(
+            verify::missing("uid-outbound", &[done, failed]),
+            ProbeRun::Missing
+        );
     }
 
     #[test]

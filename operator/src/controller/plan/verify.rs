@@ -70,15 +70,12 @@ pub enum ProbeRun {
 /// The run the target needs, when `spec.verification` is set.
 pub fn wanted(i: &Inputs, slot: &str, hash: &str, domain: Option<&str>) -> Option<Wanted> {
     let spec = i.policy.spec.verification.as_ref()?;
-    let mut endpoints: Vec<(String, ExpectedPath)> = domain
-        .map(|d| {
-            (
-                format!("https://kubernetes.default.svc.{d}/"),
-                ExpectedPath::Direct,
-            )
-        })
-        .into_iter()
-        .collect();
+    // Without a known domain, the Service by the name every cluster resolves.
+    let service = match domain {
+        Some(d) => format!("https://kubernetes.default.svc.{d}/"),
+        None => "https://kubernetes.default.svc/".to_owned(),
+    };
+    let mut endpoints = vec![(service, ExpectedPath::Direct)];
     endpoints.extend(spec.endpoints.iter().map(|e| (e.url.clone(), e.expect)));
     let dialect = i.policy.spec.no_proxy.dialect.name();
     let mut parts: Vec<&str> = vec!["egressproxy.io/verification/v1", slot, hash, dialect];
@@ -274,9 +271,11 @@ fn resources() -> ResourceRequirements {
 
 /// No Job for the run yet: create it, unless an earlier probe Job of the policy still runs
 /// (one at a time; the run's configuration changed while it ran).
-pub fn missing(jobs: &[Job]) -> ProbeRun {
+pub fn missing(policy_uid: &str, jobs: &[Job]) -> ProbeRun {
     let running = jobs.iter().find(|j| {
-        j.meta().deletion_timestamp.is_none()
+        owned_by(j, policy_uid)
+            && j.meta().deletion_timestamp.is_none()
+            && j.spec.as_ref().and_then(|s| s.suspend) != Some(true)
             && job_condition(j, "Complete").is_none()
             && job_condition(j, "Failed").is_none()
     });
@@ -287,6 +286,13 @@ pub fn missing(jobs: &[Job]) -> ProbeRun {
         )),
         None => ProbeRun::Missing,
     }
+}
+
+/// Whether `job` is the policy's own (its controller owner), not a look-alike.
+pub fn owned_by(job: &Job, policy_uid: &str) -> bool {
+    job.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == policy_uid)
 }
 
 /// The run as its Job and Pods show it. A finished run without results (the Pod never
