@@ -130,13 +130,37 @@ pub const PROXY_URL_VARS: [&str; 6] = [
     "all_proxy",
 ];
 
+/// Every variable some modelled client reads: the proxy URLs, NO_PROXY in both cases, and
+/// the CGI pair (`REQUEST_METHOD` makes Go, Python and Ruby ignore `HTTP_PROXY`; Ruby then
+/// reads `CGI_HTTP_PROXY`). Only these change a decision of [`crate::noproxy::Matcher`].
+pub const READ_VARS: [&str; 10] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "REQUEST_METHOD",
+    "CGI_HTTP_PROXY",
+];
+
+/// Whether a variable holds a proxy URL (and so maybe credentials): one of
+/// [`PROXY_URL_VARS`] or Ruby's `CGI_HTTP_PROXY`.
+pub fn holds_proxy_url(name: &str) -> bool {
+    PROXY_URL_VARS.contains(&name) || name == "CGI_HTTP_PROXY"
+}
+
 impl Env {
     /// Each proxy variable's value that carries userinfo, with its redacted form, longest
     /// first: text mentioning a value verbatim is redacted by replacing it.
     pub fn proxy_secrets(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = PROXY_URL_VARS
+        let mut out: Vec<(String, String)> = self
+            .vars
             .iter()
-            .filter_map(|v| self.vars.get(*v))
+            .filter(|(k, _)| holds_proxy_url(k))
+            .map(|(_, v)| v)
             .filter(|v| redact_proxy(v) != **v)
             .map(|v| (v.clone(), redact_proxy(v)))
             .collect();
@@ -183,6 +207,24 @@ mod tests {
         assert_eq!(
             env.first_set(&["NO_PROXY", "no_proxy"]),
             Some(("NO_PROXY", ""))
+        );
+    }
+
+    #[test]
+    fn every_proxy_url_variable_is_a_secret() {
+        let env: Env = [
+            ("CGI_HTTP_PROXY", "http://u:cgi@p:1"),
+            ("HTTPS_PROXY", "http://u:pw@p:1"),
+            ("NO_PROXY", "http://u:np@p:1"),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            env.proxy_secrets(),
+            [
+                ("http://u:cgi@p:1".to_owned(), "http://u:***@p:1".to_owned()),
+                ("http://u:pw@p:1".to_owned(), "http://u:***@p:1".to_owned()),
+            ]
         );
     }
 }

@@ -21,7 +21,7 @@ mod target;
 pub use dialect::Dialect;
 pub use dialects::Decision;
 pub use entry::{Intent, NameScope, ParseError, split_list};
-pub use env::{Env, redact, redact_proxy};
+pub use env::{Env, READ_VARS, holds_proxy_url, redact, redact_proxy};
 pub use explain::{Explanation, Matcher, explain, explain_all};
 pub use render::{
     LARGE_VALUE, MAX_ARG_STRLEN, Rendered, Uncovered, Widen, env_string_len, render, render_with,
