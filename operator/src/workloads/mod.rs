@@ -8,6 +8,7 @@
 
 mod cleanup;
 pub mod hash;
+pub mod kubelet;
 #[cfg(test)]
 mod tests;
 
