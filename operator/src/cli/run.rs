@@ -1,6 +1,6 @@
 //! `run`: the operator against a real cluster (kubeconfig or in-cluster config).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -192,7 +192,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let config = client_config(args).await?;
+        let config = client_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
         let api_host = config.cluster_url.host().map(|h| h.trim_matches(['[', ']']).to_owned());
         let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
         let resolv_conf = if in_cluster { std::fs::read_to_string("/etc/resolv.conf").ok() } else { None };
@@ -253,13 +253,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The client configuration: `--kubeconfig`, `--context`, or inferred.
-async fn client_config(args: &RunArgs) -> anyhow::Result<kube::Config> {
+/// The client configuration: `--kubeconfig`, `--context`, or inferred (also for
+/// `explain --workload`).
+pub(crate) async fn client_config(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Config> {
     let opts = KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_owned),
         ..Default::default()
     };
-    Ok(match (&args.kubeconfig, &args.context) {
+    Ok(match (kubeconfig, context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
