@@ -1,9 +1,11 @@
 //! `explain`: per HTTP client, whether a URL goes direct or through the proxy, and why.
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::noproxy::{Decision, Dialect, Env, Explanation, explain, explain_all};
+use super::explain_workload::{DialectFlag, parse_workload, read, report, text as workload_text};
+use crate::noproxy::{Decision, Dialect, Env, Explanation, Target, explain, explain_all};
 
 /// Output format of `explain` and `render-no-proxy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -17,14 +19,32 @@ pub enum Output {
 
 /// Arguments of `explain`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "With --workload, the environment is that of each container of the \
+live workload: its proxy variables resolved as the kubelet would (value with $(VAR) \
+expansion, secretKeyRef, configMapKeyRef, envFrom), credentials redacted, and the dialect \
+that of the EgressProxyPolicy that manages it unless --dialect is given."
+)]
 pub struct ExplainArgs {
     /// Client dialect to simulate (`all` for every one), e.g. go, curl, python-requests.
-    #[arg(long, default_value = "all")]
-    pub dialect: String,
+    /// Default: `all`; with --workload, the dialect of the policy that manages the workload.
+    #[arg(long)]
+    pub dialect: Option<String>,
     /// A variable of the simulated environment (repeatable). When at least one is given the
     /// environment is exactly these; otherwise this process's own environment is used.
-    #[arg(long = "env", value_name = "NAME=VALUE")]
+    #[arg(long = "env", value_name = "NAME=VALUE", conflicts_with = "workload")]
     pub env: Vec<String>,
+    /// Explain for each container of a live workload (Deployment, StatefulSet, DaemonSet;
+    /// KIND also deploy, sts, ds), with the proxy variables it starts with.
+    #[arg(long, value_name = "NAMESPACE/KIND/NAME")]
+    pub workload: Option<String>,
+    /// With --workload: the kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then
+    /// the in-cluster config.
+    #[arg(long, requires = "workload")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --workload: the kubeconfig context. Default: the current context.
+    #[arg(long, requires = "workload")]
+    pub context: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -58,16 +78,20 @@ pub(crate) fn parse_dialect(name: &str) -> anyhow::Result<Dialect> {
 
 /// Runs `explain`.
 pub fn run(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
+    if let Some(w) = &args.workload {
+        return run_workload(args, w);
+    }
     let env = if args.env.is_empty() {
         Env::from_process()
     } else {
         env_from_pairs(&args.env)?
     };
-    let all = args.dialect == "all";
+    let dialect = args.dialect.as_deref().unwrap_or("all");
+    let all = dialect == "all";
     let results: Vec<Explanation> = if all {
         explain_all(&env, &args.url)?
     } else {
-        vec![explain(parse_dialect(&args.dialect)?, &env, &args.url)?]
+        vec![explain(parse_dialect(dialect)?, &env, &args.url)?]
     };
     match args.output {
         Output::Json if all => println!("{}", serde_json::to_string_pretty(&results)?),
@@ -81,11 +105,44 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `explain --workload`: everything given is checked before the cluster is asked.
+fn run_workload(args: &ExplainArgs, workload: &str) -> anyhow::Result<ExitCode> {
+    let w = parse_workload(workload)?;
+    let flag = match args.dialect.as_deref() {
+        None => None,
+        Some("all") => Some(DialectFlag::All),
+        Some(name) => Some(DialectFlag::One(parse_dialect(name)?)),
+    };
+    let target = Target::parse(&args.url)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let live = rt.block_on(async {
+        let config =
+            super::run::client_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+        let client = kube::Client::try_from(config)?;
+        read(client, &w).await
+    })?;
+    let r = report(&live, flag, &target, &args.url);
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+        Output::Text => print!("{}", workload_text(&r)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn text(results: &[Explanation]) -> String {
     let mut out = String::new();
     if let Some(first) = results.first() {
         out.push_str(&format!("URL: {}\n", first.url));
     }
+    out.push_str(&decisions(results, ""));
+    out
+}
+
+/// Each dialect's decision on one line and its reason on the next, indented by `indent`.
+pub(super) fn decisions(results: &[Explanation], indent: &str) -> String {
+    let mut out = String::new();
     let width = results
         .iter()
         .map(|r| r.dialect.name().len())
@@ -98,8 +155,8 @@ fn text(results: &[Explanation]) -> String {
             (Decision::Direct, _) => "direct".to_owned(),
             (Decision::Error, _) => "ERROR".to_owned(),
         };
-        out.push_str(&format!("{:width$}  {what}\n", r.dialect.name()));
-        out.push_str(&format!("{:width$}    {}\n", "", r.reason));
+        out.push_str(&format!("{indent}{:width$}  {what}\n", r.dialect.name()));
+        out.push_str(&format!("{indent}{:width$}    {}\n", "", r.reason));
     }
     out
 }

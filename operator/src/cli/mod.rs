@@ -2,6 +2,7 @@
 
 mod demo;
 mod explain;
+mod explain_workload;
 mod probe;
 mod render;
 mod run;
@@ -27,7 +28,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print the EgressProxyPolicy CustomResourceDefinition as YAML.
     Crd,
-    /// Show, per HTTP client, whether a URL would go direct or through the proxy.
+    /// Show, per HTTP client, whether a URL would go direct or through the proxy (here, or
+    /// in each container of a live workload with --workload).
     Explain(explain::ExplainArgs),
     /// Write NO_PROXY entries in the syntax of one HTTP client.
     RenderNoProxy(render::RenderArgs),

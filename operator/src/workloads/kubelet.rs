@@ -508,9 +508,9 @@ pub fn expand(input: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> St
     while let Some(i) = rest.find('$') {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
-        if after.starts_with('$') {
+        if let Some(escaped) = after.strip_prefix('$') {
             out.push('$');
-            rest = &after[1..];
+            rest = escaped;
         } else if let Some(inner) = after.strip_prefix('(') {
             match inner.find(')') {
                 Some(end) => {
