@@ -1,8 +1,9 @@
 //! ClusterIPs for Services, taken from the cluster's ServiceCIDR as a real API server takes them.
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
+use ipnet::IpNet;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
@@ -18,42 +19,36 @@ pub const DEFAULT_SERVICE_RANGE: &str = "10.96.0.0/12";
 /// The most addresses of one range kube-sim hands out (an IPv6 /64 is not walked).
 const MAX_OFFSETS: u128 = 1 << 32;
 
-/// A Service range: its network address and how many addresses it spans.
+/// A Service range: its network and how many addresses it spans.
 struct Range {
-    base: u128,
-    v4: bool,
+    net: IpNet,
     size: u128,
 }
 
 impl Range {
     fn parse(cidr: &str) -> Option<Range> {
-        let (ip, len) = cidr.split_once('/')?;
-        let len: u32 = len.parse().ok()?;
-        let (bits, v4, addr) = match ip.parse::<IpAddr>().ok()? {
-            IpAddr::V4(a) => (32u32, true, u128::from(u32::from(a))),
-            IpAddr::V6(a) => (128, false, u128::from(a)),
-        };
-        let host_bits = bits.checked_sub(len)?;
-        let host_mask = 1u128.checked_shl(host_bits).map_or(u128::MAX, |n| n - 1);
-        Some(Range {
-            base: addr & !host_mask,
-            v4,
-            size: host_mask.saturating_add(1),
-        })
+        let net = cidr.parse::<IpNet>().ok()?.trunc();
+        let host_bits = u32::from(net.max_prefix_len() - net.prefix_len());
+        let size = 1u128.checked_shl(host_bits).unwrap_or(u128::MAX);
+        Some(Range { net, size })
     }
 
     /// Offsets that may be handed out: not the network address, nor an IPv4 broadcast.
     fn usable(&self) -> std::ops::Range<u128> {
-        let end = if self.v4 { self.size - 1 } else { self.size };
+        let end = match self.net {
+            IpNet::V4(_) => self.size - 1,
+            IpNet::V6(_) => self.size,
+        };
         1..end.min(MAX_OFFSETS)
     }
 
     fn address(&self, offset: u128) -> String {
-        let ip = self.base + offset;
-        if self.v4 {
-            Ipv4Addr::from(u32::try_from(ip).unwrap_or(u32::MAX)).to_string()
-        } else {
-            Ipv6Addr::from(ip).to_string()
+        match self.net {
+            IpNet::V4(n) => {
+                let ip = u128::from(u32::from(n.network())) + offset;
+                Ipv4Addr::from(u32::try_from(ip).unwrap_or(u32::MAX)).to_string()
+            }
+            IpNet::V6(n) => Ipv6Addr::from(u128::from(n.network()) + offset).to_string(),
         }
     }
 }
