@@ -289,12 +289,25 @@ fn a_loaded_cluster_without_a_service_cidr_reports_it_missing() {
     let yaml = facts_without_service_cidr();
     assert!(yaml.contains("kind: Node") && !yaml.contains("ServiceCIDR"));
     std::fs::write(&facts, yaml).expect("write the facts");
-    let (mut demo, logs) = Demo::start(&kc, &["--load".as_ref(), facts.as_os_str()]);
+    // The examples are loaded by hand: with --load, the demo adds nothing of its own.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let single = examples.join("single-credential.yaml");
+    let two = examples.join("two-slot.yaml");
+    let load = ["--load", "--load", "--load"].map(std::ffi::OsStr::new);
+    let args = [
+        load[0],
+        facts.as_os_str(),
+        load[1],
+        single.as_os_str(),
+        load[2],
+        two.as_os_str(),
+    ];
+    let (mut demo, logs) = Demo::start(&kc, &args);
     let report = demo.until("Serving until Ctrl-C");
 
     // The loaded facts are used; the Service network is missing, and nothing stands in for it.
     for expected in [
-        "no built-in cluster facts: only what was loaded",
+        "nothing built in: only what was loaded",
         "Service network not found: no ServiceCIDR object and ConfigMap kube-system/kubeadm-config not found",
         "cluster domain  cluster.corp  (from ConfigMap kube-system/kubelet-config)",
         "EgressProxyPolicy team-a/outbound: Ready=False (DiscoveryIncomplete)",

@@ -39,9 +39,9 @@ pub struct DemoArgs {
     #[arg(long, default_value = "egress-proxy-demo.kubeconfig")]
     pub kubeconfig: PathBuf,
     /// Manifests (file or directory, repeatable) applied before the operator starts, in
-    /// place of the built-in cluster facts: the cluster holds what they contain, what every
-    /// API server has (default namespaces, the kubernetes Service) and the example policies,
-    /// nothing else (no ServiceCIDR unless they have one).
+    /// place of the built-in cluster facts and examples: the cluster holds what they contain
+    /// and what every API server has (default namespaces, the kubernetes Service), nothing
+    /// else (no ServiceCIDR unless they have one). Add `--load examples/` for the examples.
     #[arg(long)]
     pub load: Vec<PathBuf>,
     /// Address of the in-memory API server.
@@ -82,7 +82,7 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     settle(&client).await;
     report(&client).await?;
     let kc = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
-    print_hints(&kc);
+    print_hints(&kc, args.load.is_empty());
     follow_events(&client).await;
     let _ = stop.send(());
     let _ = operator.await;
@@ -90,8 +90,8 @@ async fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// kube-sim with its controllers, the CRD, the cluster facts (built in, or `--load`) and the
-/// examples. kube-sim seeds no ServiceCIDR of its own: the built-in facts have theirs, and a
+/// kube-sim with its controllers, the CRD, and the built-in cluster facts and examples, or
+/// only what `--load` names. kube-sim seeds no ServiceCIDR of its own: the built-in facts have theirs, and a
 /// loaded cluster has exactly the ones its files contain.
 async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandle> {
     // The CRD goes first, so a user's own policies in `--load` files are served.
@@ -122,8 +122,9 @@ async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandl
             println!("  loaded {}", p.display());
         }
         println!(
-            "  no built-in cluster facts: only what was loaded, the default namespaces and the kubernetes Service"
+            "  nothing built in: only what was loaded, the default namespaces and the kubernetes Service"
         );
+        return Ok(sim);
     }
     for (name, yaml) in EXAMPLES {
         let n = sim
@@ -134,10 +135,15 @@ async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandl
     Ok(sim)
 }
 
-fn print_hints(kubeconfig: &std::path::Path) {
+/// How to explore the cluster; the walk through the examples only when they were applied.
+fn print_hints(kubeconfig: &std::path::Path, examples: bool) {
     println!("Explore it with kubectl:");
     println!("  export KUBECONFIG={}", kubeconfig.display());
     println!("  kubectl get egressproxypolicies -A -o wide");
+    if !examples {
+        println!("\nServing until Ctrl-C. Operator events follow:\n");
+        return;
+    }
     println!(
         "  kubectl -n team-a get deployment api -o yaml        # env from secretKeyRef, config-hash"
     );
