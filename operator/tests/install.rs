@@ -90,6 +90,7 @@ fn namespaced(env: &Env) -> Settings {
             cluster_domain: Some("cluster.corp".into()),
             service_cidrs: vec!["10.43.0.0/16".into()],
             pod_cidrs: vec!["10.42.0.0/16".into()],
+            ..Default::default()
         },
         discovery_wait: Duration::from_secs(1),
         ..env.settings()

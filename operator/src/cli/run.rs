@@ -9,7 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::admin::{Admin, Readiness};
 use crate::controller::{self, Settings};
-use crate::discovery::Overrides;
+use crate::discovery::{Overrides, PlatformSource};
 use crate::leader::elector::Elector;
 use crate::leader::{Leadership, Timing};
 use crate::metrics::Metrics;
@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// Pod network CIDR (repeatable), instead of discovering it.
     #[arg(long = "pod-cidr", value_name = "CIDR")]
     pub pod_cidrs: Vec<String>,
+    /// Do not read this discovery source (repeatable): its objects are not watched and its
+    /// RBAC is not needed. Every source is read by default; a CRD that is not installed is
+    /// skipped by itself.
+    #[arg(long = "disable-discovery-source", value_enum, value_name = "SOURCE")]
+    pub disabled_sources: Vec<PlatformSource>,
     /// Policies reconciled at the same time.
     #[arg(long, default_value_t = controller::DEFAULT_WORKERS)]
     pub workers: u16,
@@ -175,6 +180,7 @@ pub fn overrides(args: &RunArgs) -> anyhow::Result<Overrides> {
             .map(|d| d.trim_end_matches('.').to_lowercase()),
         service_cidrs: args.service_cidrs.clone(),
         pod_cidrs: args.pod_cidrs.clone(),
+        disabled_sources: args.disabled_sources.iter().copied().collect(),
     })
 }
 

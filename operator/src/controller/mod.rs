@@ -7,6 +7,7 @@ mod conditions;
 mod errors;
 mod objects;
 mod plan;
+mod platform;
 mod probe;
 mod recent;
 mod reconcile;
@@ -28,7 +29,7 @@ use kube::{Api, Client};
 use tokio::task::JoinSet;
 
 pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
-pub use crate::discovery::Overrides;
+pub use crate::discovery::{Overrides, PlatformSource};
 pub use errors::{Category, Error, describe, describe_watch};
 pub use watches::Ctx;
 
@@ -145,7 +146,9 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     let (changed, changes): (Vec<_>, Vec<_>) =
         scopes.iter().map(|_| mpsc::unbounded::<()>()).unzip();
-    let discovery = watches::discovery(&mut tasks, &settings.metrics, &client, &changed);
+    let disabled = &settings.overrides.disabled_sources;
+    let discovery =
+        watches::discovery(&mut tasks, &settings.metrics, &client, &changed, disabled).await;
     drop(changed);
     let parts: Vec<Parts> = scopes.into_iter().zip(changes).map(Parts::new).collect();
     // A source Secret in one listed namespace may serve policies of another.

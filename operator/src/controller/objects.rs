@@ -12,7 +12,9 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::{Resource, ResourceExt};
 
 use crate::api::WorkloadKind;
-use crate::discovery::{ClusterInputs, NamedValues, NodeInputs};
+use crate::discovery::{
+    ClusterInputs, NamedValues, NodeArgs, NodeInputs, PlatformInputs, PlatformSource,
+};
 use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, PROXY_VARS, WorkloadId};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -297,11 +299,21 @@ pub fn strip<K: Resource>(o: &mut K) {
     }
 }
 
-/// Keeps only the Node fields discovery reads: name, pod CIDRs, providerID, addresses.
+/// The Node annotations discovery reads: OVN-Kubernetes' subnets, k3s' and RKE2's arguments.
+pub const NODE_ANNOTATIONS: [&str; 3] = [
+    "k8s.ovn.org/node-subnets",
+    "k3s.io/node-args",
+    "rke2.io/node-args",
+];
+
+/// Keeps only the Node fields discovery reads: name, pod CIDRs, providerID, addresses and
+/// [`NODE_ANNOTATIONS`].
 pub fn strip_node(n: &mut Node) {
     strip(n);
     n.metadata.labels = None;
-    n.metadata.annotations = None;
+    if let Some(a) = n.metadata.annotations.as_mut() {
+        a.retain(|k, _| NODE_ANNOTATIONS.contains(&k.as_str()));
+    }
     n.metadata.owner_references = None;
     n.spec = n.spec.take().map(|s| k8s_openapi::api::core::v1::NodeSpec {
         pod_cidr: s.pod_cidr,
@@ -325,6 +337,7 @@ pub struct DiscoverySources<'a> {
     pub slices: &'a [Arc<EndpointSlice>],
     pub service_cidrs: &'a [Arc<ServiceCIDR>],
     pub config_maps: &'a [Arc<ConfigMap>],
+    pub platform: PlatformInputs,
 }
 
 /// Turns cached objects into discovery inputs (sorted, so the result is deterministic).
@@ -369,6 +382,16 @@ pub fn cluster_inputs(src: &DiscoverySources, base: &ClusterInputs) -> ClusterIn
     inputs.corefile = cm("coredns", "Corefile");
     inputs.nodes = src.nodes.iter().map(|n| node_inputs(n)).collect();
     inputs.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let off = &base.overrides.disabled_sources;
+    for n in &mut inputs.nodes {
+        if off.contains(&PlatformSource::OvnKubernetes) {
+            n.ovn_subnets = None;
+        }
+        if off.contains(&PlatformSource::K3s) {
+            n.node_args = None;
+        }
+    }
+    inputs.platform = src.platform.clone();
     inputs
 }
 
@@ -402,7 +425,18 @@ fn node_inputs(n: &Node) -> NodeInputs {
             .map(|a| a.address.clone())
             .collect(),
         provider_id: spec.provider_id,
+        ovn_subnets: annotation(n, NODE_ANNOTATIONS[0]),
+        node_args: NODE_ANNOTATIONS[1..].iter().find_map(|k| {
+            annotation(n, k).map(|raw| NodeArgs {
+                annotation: (*k).to_owned(),
+                raw,
+            })
+        }),
     }
+}
+
+fn annotation(n: &Node, key: &str) -> Option<String> {
+    n.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
 #[cfg(test)]
@@ -493,5 +527,47 @@ mod tests {
         let env = t.spec.as_ref().expect("spec").containers[0].env.clone();
         let names: Vec<String> = env.into_iter().flatten().map(|e| e.name).collect();
         assert_eq!(names, ["LOG"], "no proxy entry is ours");
+    }
+
+    /// A Node as OVN-Kubernetes on k3s annotates it, among annotations discovery never reads.
+    fn annotated_node() -> Arc<Node> {
+        let mut n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "annotations": {
+                "k8s.ovn.org/node-subnets": "{\"default\":[\"10.244.0.0/24\"]}",
+                "k3s.io/node-args": "[\"server\",\"--cluster-cidr\",\"10.42.0.0/16\"]",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true"
+            }}
+        }))
+        .unwrap();
+        strip_node(&mut n);
+        let kept: Vec<&String> = n.metadata.annotations.as_ref().unwrap().keys().collect();
+        assert_eq!(kept, ["k3s.io/node-args", "k8s.ovn.org/node-subnets"]);
+        Arc::new(n)
+    }
+
+    #[test]
+    fn node_annotations_are_read_unless_their_source_is_switched_off() {
+        let nodes = [annotated_node()];
+        let src = DiscoverySources {
+            nodes: &nodes,
+            services: &[],
+            slices: &[],
+            service_cidrs: &[],
+            config_maps: &[],
+            platform: PlatformInputs::default(),
+        };
+        let on = cluster_inputs(&src, &ClusterInputs::default());
+        assert_eq!(
+            on.nodes[0].ovn_subnets.as_deref(),
+            Some("{\"default\":[\"10.244.0.0/24\"]}")
+        );
+        let args = on.nodes[0].node_args.as_ref().unwrap();
+        assert_eq!(args.annotation, "k3s.io/node-args");
+        let mut base = ClusterInputs::default();
+        base.overrides.disabled_sources =
+            [PlatformSource::OvnKubernetes, PlatformSource::K3s].into();
+        let off = cluster_inputs(&src, &base);
+        assert_eq!(off.nodes[0].ovn_subnets, None);
+        assert_eq!(off.nodes[0].node_args, None);
     }
 }

@@ -55,6 +55,7 @@ pub(super) fn cluster_inputs(ctx: &Ctx) -> ClusterInputs {
             slices: &d.slices.state(),
             service_cidrs: &d.service_cidrs.state(),
             config_maps: &config_maps,
+            platform: d.platform.inputs(),
         },
         &ctx.base_inputs,
     )

@@ -7,6 +7,7 @@
 //! a Namespace leaving the opt-in selector, a deleted managed Secret or a removed Node must
 //! wake the policies at once.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -26,12 +27,13 @@ use serde::de::DeserializeOwned;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::objects::{self, Workload, strip};
+use super::platform::{self, PlatformCaches};
 use super::recent::{Recent, Seen};
 use super::tenancy::Tenancy;
 use super::{Settings, errors};
 use crate::api::EgressProxyPolicy;
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
-use crate::discovery::ClusterInputs;
+use crate::discovery::{ClusterInputs, PlatformSource};
 use crate::metrics::Metrics;
 
 /// Sends a policy to the controller's queue.
@@ -67,6 +69,8 @@ pub(crate) struct Discovery {
     pub(crate) service_cidrs: Store<ServiceCIDR>,
     /// kube-system ConfigMaps discovery reads, one single-object cache per name.
     pub(crate) config_maps: Vec<Store<ConfigMap>>,
+    /// Distributions' and network plugins' sources.
+    pub(crate) platform: PlatformCaches,
 }
 
 impl Ctx {
@@ -106,6 +110,7 @@ impl Ctx {
             for s in &d.config_maps {
                 let _ = s.wait_until_ready().await;
             }
+            d.platform.wait_ready().await;
         };
         if tokio::time::timeout(self.settings.discovery_wait, discovery)
             .await
@@ -119,13 +124,13 @@ impl Ctx {
 }
 
 /// A watch config that tolerates a lagging API server cache.
-fn config() -> watcher::Config {
+pub(super) fn config() -> watcher::Config {
     watcher::Config::default().any_semantic()
 }
 
 /// Drives one reflector in `tasks`; `on_event` sees every watch event once the cache has
 /// applied it.
-fn cache<K>(
+pub(super) fn cache<K>(
     tasks: &mut JoinSet<()>,
     metrics: &Arc<Metrics>,
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -288,12 +293,21 @@ impl Wiring<'_> {
 
 /// Starts the discovery caches; every change is announced on each of `changed` (one per
 /// controller), which compares the facts before waking anything.
-pub(super) fn discovery(
+pub(super) async fn discovery(
     tasks: &mut JoinSet<()>,
     metrics: &Arc<Metrics>,
     client: &Client,
     changed: &[mpsc::UnboundedSender<()>],
+    disabled: &BTreeSet<PlatformSource>,
 ) -> Discovery {
+    let platform = platform::start(platform::Start {
+        tasks,
+        metrics,
+        client,
+        changed,
+        disabled,
+    })
+    .await;
     let c = client.clone();
     let kubernetes = Api::<Service>::namespaced(c.clone(), "default");
     let slices = Api::<EndpointSlice>::namespaced(c.clone(), "default");
@@ -335,11 +349,12 @@ pub(super) fn discovery(
                 cache(tasks, metrics, events, strip, ping(changed))
             })
             .collect(),
+        platform,
     }
 }
 
 /// Announces a discovery change to every controller.
-fn ping<E>(changed: &[mpsc::UnboundedSender<()>]) -> impl FnMut(&E) + Send + 'static {
+pub(super) fn ping<E>(changed: &[mpsc::UnboundedSender<()>]) -> impl FnMut(&E) + Send + 'static {
     let changed = changed.to_vec();
     move |_| {
         for c in &changed {

@@ -41,6 +41,7 @@ const PLATFORMS: &[Platform] = &[
     p("vsphere", &["vsphere"], &[]),
     p("kind", &["kind"], &[]),
     p("k3s", &["k3s"], &[]),
+    p("rke2", &["rke2"], &[]),
 ];
 
 const fn p(
@@ -87,9 +88,8 @@ fn metadata_of(platform: &str) -> &'static [&'static str] {
         .map_or(&[], |p| p.metadata)
 }
 
-/// The metadata addresses of the platform most nodes run on. Nodes without a providerID do
-/// not vote; ties go to a platform with a metadata service, then to the first name.
-pub(super) fn cloud_metadata(nodes: &[NodeInputs]) -> Fact {
+/// Votes per platform of the nodes' providerIDs, and how many were not recognised.
+fn votes(nodes: &[NodeInputs]) -> (BTreeMap<String, usize>, usize) {
     let mut votes: BTreeMap<String, usize> = BTreeMap::new();
     let mut unrecognised = 0usize;
     for id in nodes.iter().filter_map(|n| n.provider_id.as_deref()) {
@@ -101,12 +101,30 @@ pub(super) fn cloud_metadata(nodes: &[NodeInputs]) -> Fact {
             None => unrecognised += 1,
         }
     }
-    let winner = votes.iter().max_by(|(a, na), (b, nb)| {
+    (votes, unrecognised)
+}
+
+/// The platform most nodes run on. Nodes without a providerID do not vote; ties go to a
+/// platform with a metadata service, then to the first name.
+fn winner(votes: &BTreeMap<String, usize>) -> Option<&String> {
+    let best = votes.iter().max_by(|(a, na), (b, nb)| {
         na.cmp(nb)
             .then_with(|| (!metadata_of(a).is_empty()).cmp(&!metadata_of(b).is_empty()))
             .then_with(|| b.cmp(a))
     });
-    let Some((platform, _)) = winner else {
+    best.map(|(p, _)| p)
+}
+
+/// The platform most nodes run on (`aws`, `gce`, `azure`, ...).
+pub(super) fn platform(nodes: &[NodeInputs]) -> Option<String> {
+    winner(&votes(nodes).0).cloned()
+}
+
+/// The metadata addresses of the platform most nodes run on.
+pub(super) fn cloud_metadata(nodes: &[NodeInputs]) -> Fact {
+    let (votes, unrecognised) = votes(nodes);
+    let winner = winner(&votes);
+    let Some(platform) = winner else {
         let why = if unrecognised > 0 {
             format!(
                 "providerID of {} not recognised",

@@ -3,6 +3,9 @@
 //! found with where it was looked for; it is never replaced by a textbook default.
 
 mod cloud;
+#[cfg(test)]
+mod distributions;
+mod networks;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -39,8 +42,70 @@ pub struct ClusterInputs {
     /// kube-system/coredns data["Corefile"].
     pub corefile: Option<String>,
     pub nodes: Vec<NodeInputs>,
+    /// What other distributions and network plugins publish.
+    pub platform: PlatformInputs,
     /// Operator flags; each wins over the cluster when set.
     pub overrides: Overrides,
+}
+
+/// Sources of distributions and network plugins. `None` (or empty) where the API is not
+/// served or the source is switched off; such a source is not named in "not found" messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlatformInputs {
+    /// OpenShift `networks.config.openshift.io/cluster` (its status, else its spec).
+    pub openshift_network: Option<OpenShiftNetwork>,
+    /// OpenShift `infrastructures.config.openshift.io/cluster` status.apiServerInternalURI.
+    pub openshift_api_internal_uri: Option<String>,
+    /// `openshift-dns/dns-default` data["Corefile"] (the OpenShift DNS operator's CoreDNS).
+    pub openshift_corefile: Option<String>,
+    /// Calico `ippools.crd.projectcalico.org`: name and spec.cidr.
+    pub calico_ip_pools: Option<Vec<NamedValues>>,
+    /// Cilium `ciliumnodes.cilium.io`: name and spec.ipam.podCIDRs.
+    pub cilium_nodes: Option<Vec<NamedValues>>,
+    /// `kube-system/cilium-config` data.
+    pub cilium_config: Option<std::collections::BTreeMap<String, String>>,
+    /// kube-system Pods labelled component=kube-apiserver: name and command plus args.
+    pub apiserver_pods: Vec<NamedValues>,
+    /// The `kube-system/kube-dns` Deployment: its containers' command plus args.
+    pub kube_dns_args: Option<Vec<String>>,
+}
+
+/// A discovery source of a distribution or network plugin, each switched on by default
+/// (`run --disable-discovery-source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum PlatformSource {
+    /// OpenShift's Network and Infrastructure configs and its DNS operator's Corefile.
+    Openshift,
+    /// OVN-Kubernetes' `k8s.ovn.org/node-subnets` Node annotations.
+    OvnKubernetes,
+    /// Calico's IPPools (`crd.projectcalico.org/v1`).
+    Calico,
+    /// Cilium's CiliumNodes and `kube-system/cilium-config`.
+    Cilium,
+    /// The server arguments k3s and RKE2 record on Nodes.
+    K3s,
+    /// The kube-apiserver static Pods in kube-system (`--service-cluster-ip-range`).
+    KubeApiserver,
+    /// The `kube-system/kube-dns` Deployment (`--domain`).
+    KubeDns,
+}
+
+/// The networks of OpenShift's cluster Network config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpenShiftNetwork {
+    /// clusterNetwork[].cidr
+    pub cluster_network: Vec<String>,
+    /// serviceNetwork[]
+    pub service_network: Vec<String>,
+}
+
+/// The arguments k3s or RKE2 recorded on a Node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeArgs {
+    /// `k3s.io/node-args` or `rke2.io/node-args`.
+    pub annotation: String,
+    /// The annotation's value (a JSON array).
+    pub raw: String,
 }
 
 /// A named object and the values read from it.
@@ -57,6 +122,10 @@ pub struct NodeInputs {
     pub pod_cidrs: Vec<String>,
     pub internal_ips: Vec<String>,
     pub provider_id: Option<String>,
+    /// OVN-Kubernetes `k8s.ovn.org/node-subnets`, as written.
+    pub ovn_subnets: Option<String>,
+    /// k3s or RKE2 server arguments.
+    pub node_args: Option<NodeArgs>,
 }
 
 /// Operator flags that override what the cluster says.
@@ -65,6 +134,8 @@ pub struct Overrides {
     pub cluster_domain: Option<String>,
     pub service_cidrs: Vec<String>,
     pub pod_cidrs: Vec<String>,
+    /// Sources switched off: not watched, and their Node annotations not read.
+    pub disabled_sources: BTreeSet<PlatformSource>,
 }
 
 /// NO_PROXY entries one policy gets from the facts, and the enabled facts that are missing.
@@ -90,8 +161,8 @@ pub fn discover(inputs: &ClusterInputs) -> DiscoveredFacts {
         .map(sources::kubeadm_networking);
     DiscoveredFacts {
         api_server: Some(api_server(inputs)),
-        service_network: Some(service_network(inputs, kubeadm.as_ref())),
-        pod_network: Some(pod_network(inputs, kubeadm.as_ref())),
+        service_network: Some(networks::service_network(inputs, kubeadm.as_ref())),
+        pod_network: Some(networks::pod_network(inputs, kubeadm.as_ref())),
         cluster_domain: Some(cluster_domain(inputs, kubeadm.as_ref())),
         node_addresses: Some(node_addresses(inputs)),
         cloud_metadata: Some(cloud::cloud_metadata(&inputs.nodes)),
@@ -355,6 +426,13 @@ fn api_server(inp: &ClusterInputs) -> Fact {
     {
         from.push("client config host".to_owned());
     }
+    if let Some(url) = inp.platform.openshift_api_internal_uri.as_deref() {
+        let what = "Infrastructure.config.openshift.io/cluster apiServerInternalURI";
+        let host = sources::url_host(url).unwrap_or_else(|| url.to_owned());
+        if add(&host, what, false, &mut sk) {
+            from.push(what.to_owned());
+        }
+    }
     if !values.is_empty() {
         return found(values, from.join(", "), &sk);
     }
@@ -383,75 +461,6 @@ fn kubeadm_lacks(kubeadm: Option<&Result<sources::Kubeadm, String>>, field: &str
         Some(Err(e)) => format!("{KUBEADM} {e}"),
         Some(Ok(_)) => format!("{KUBEADM} has no valid networking.{field}"),
     }
-}
-
-fn service_network(
-    inp: &ClusterInputs,
-    kubeadm: Option<&Result<sources::Kubeadm, String>>,
-) -> Fact {
-    let mut sk = Skipped::default();
-    let mut nets = BTreeSet::new();
-    let flag = "flag --service-cidr";
-    if add_cidrs(&inp.overrides.service_cidrs, flag, &mut nets, &mut sk) {
-        return found(nets, flag.to_owned(), &sk);
-    }
-    let mut names = Vec::new();
-    for obj in sorted_by_name(&inp.service_cidrs) {
-        let what = format!("ServiceCIDR/{}", obj.name);
-        if add_cidrs(&obj.values, &what, &mut nets, &mut sk) {
-            names.push(what);
-        }
-    }
-    if !names.is_empty() {
-        names.dedup();
-        return found(nets, names.join(", "), &sk);
-    }
-    if let Some(Ok(k)) = kubeadm
-        && let Some(subnet) = &k.service_subnet
-    {
-        let what = format!("{KUBEADM} networking.serviceSubnet");
-        if add_cidrs(std::slice::from_ref(subnet), &what, &mut nets, &mut sk) {
-            return found(nets, KUBEADM.to_owned(), &sk);
-        }
-    }
-    let objects = if inp.service_cidrs.is_empty() {
-        "no ServiceCIDR object"
-    } else {
-        "no ServiceCIDR object has valid spec.cidrs"
-    };
-    let kubeadm = kubeadm_lacks(kubeadm, "serviceSubnet");
-    let msg = format!("{objects} and {kubeadm} (set --service-cidr)");
-    not_found(msg, &sk)
-}
-
-fn pod_network(inp: &ClusterInputs, kubeadm: Option<&Result<sources::Kubeadm, String>>) -> Fact {
-    let mut sk = Skipped::default();
-    let mut nets = BTreeSet::new();
-    let aggregate = |nets: BTreeSet<IpNet>| IpNet::aggregate(&nets.into_iter().collect());
-    let flag = "flag --pod-cidr";
-    if add_cidrs(&inp.overrides.pod_cidrs, flag, &mut nets, &mut sk) {
-        return found(aggregate(nets), flag.to_owned(), &sk);
-    }
-    let mut count = 0;
-    for node in &inp.nodes {
-        let what = format!("Node/{} spec.podCIDRs", node.name);
-        count += usize::from(add_cidrs(&node.pod_cidrs, &what, &mut nets, &mut sk));
-    }
-    if count > 0 {
-        let source = format!("Node.spec.podCIDRs ({})", plural(count, "node"));
-        return found(aggregate(nets), source, &sk);
-    }
-    if let Some(Ok(k)) = kubeadm
-        && let Some(subnet) = &k.pod_subnet
-    {
-        let what = format!("{KUBEADM} networking.podSubnet");
-        if add_cidrs(std::slice::from_ref(subnet), &what, &mut nets, &mut sk) {
-            return found(aggregate(nets), KUBEADM.to_owned(), &sk);
-        }
-    }
-    let kubeadm = kubeadm_lacks(kubeadm, "podSubnet");
-    let msg = format!("no Node has spec.podCIDRs and {kubeadm} (set --pod-cidr)");
-    not_found(msg, &sk)
 }
 
 fn cluster_domain(inp: &ClusterInputs, kubeadm: Option<&Result<sources::Kubeadm, String>>) -> Fact {
@@ -483,6 +492,7 @@ fn cluster_domain(inp: &ClusterInputs, kubeadm: Option<&Result<sources::Kubeadm,
         Some(None) => looked.push(format!("the {COREDNS} Corefile has no kubernetes zone")),
         Some(d) => candidates.push((format!("{COREDNS} Corefile"), d)),
     }
+    platform_domains(inp, &mut candidates, &mut looked);
     match kubeadm {
         Some(Ok(k)) if k.dns_domain.is_some() => {
             candidates.push((KUBEADM.into(), k.dns_domain.clone()));
@@ -504,6 +514,40 @@ fn cluster_domain(inp: &ClusterInputs, kubeadm: Option<&Result<sources::Kubeadm,
         join_and(&looked)
     );
     not_found(msg, &sk)
+}
+
+/// The cluster domain as OpenShift's DNS operator, kube-dns (GKE) and k3s or RKE2 servers
+/// have it: candidates in that order, or where they were looked for.
+fn platform_domains(
+    inp: &ClusterInputs,
+    candidates: &mut Vec<(String, Option<String>)>,
+    looked: &mut Vec<String>,
+) {
+    const OPENSHIFT_DNS: &str = "ConfigMap openshift-dns/dns-default";
+    if let Some(corefile) = inp.platform.openshift_corefile.as_deref() {
+        match sources::corefile_zone(corefile) {
+            None => looked.push(format!(
+                "the {OPENSHIFT_DNS} Corefile has no kubernetes zone"
+            )),
+            d => candidates.push((format!("{OPENSHIFT_DNS} Corefile"), d)),
+        }
+    }
+    if let Some(args) = &inp.platform.kube_dns_args {
+        let what = "Deployment kube-system/kube-dns --domain";
+        match sources::flag_values(args, "--domain").into_iter().next() {
+            None => looked.push(format!("{what} is not set")),
+            Some(d) => candidates.push((what.into(), Some(d.trim_end_matches('.').to_owned()))),
+        }
+    }
+    for n in &inp.nodes {
+        let Some(args) = &n.node_args else { continue };
+        let flag = "--cluster-domain";
+        let values = sources::node_args(&args.raw).map(|a| sources::flag_values(&a, flag));
+        if let Some(d) = values.unwrap_or_default().into_iter().next() {
+            let what = format!("Node/{} {} {flag}", n.name, args.annotation);
+            candidates.push((what, Some(d)));
+        }
+    }
 }
 
 fn node_addresses(inp: &ClusterInputs) -> Fact {

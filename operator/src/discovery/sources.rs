@@ -108,3 +108,53 @@ fn is_forward_zone(zone: &str) -> bool {
     let z = zone.trim_end_matches('.').to_ascii_lowercase();
     !(z.is_empty() || z == "arpa" || z.ends_with(".arpa") || z.contains('/'))
 }
+
+/// Every value of `flag` in a command line, as `--flag=value` or `--flag value`.
+pub(super) fn flag_values(args: &[String], flag: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = args.iter().map(|a| a.trim());
+    while let Some(word) = words.next() {
+        if word == flag {
+            out.extend(words.next().map(str::to_owned));
+        } else if let Some(v) = word.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+            out.push(v.to_owned());
+        }
+    }
+    out
+}
+
+/// The arguments k3s and RKE2 record on each Node (`k3s.io/node-args`, `rke2.io/node-args`):
+/// a JSON array of strings.
+pub(super) fn node_args(raw: &str) -> Result<Vec<String>, String> {
+    serde_json::from_str(raw).map_err(|_| "is not a JSON array of strings".to_owned())
+}
+
+/// The default network's subnets of an OVN-Kubernetes `k8s.ovn.org/node-subnets` annotation:
+/// `{"default":["10.128.0.0/23"]}`, or a single string (`{"default":"10.128.0.0/23"}`) as
+/// older releases write it.
+pub(super) fn ovn_node_subnets(raw: &str) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Subnets {
+        One(String),
+        Many(Vec<String>),
+    }
+    let all: std::collections::BTreeMap<String, Subnets> =
+        serde_json::from_str(raw).map_err(|_| "is not a JSON object of subnets".to_owned())?;
+    match all.get("default") {
+        Some(Subnets::One(s)) => Ok(vec![s.clone()]),
+        Some(Subnets::Many(v)) => Ok(v.clone()),
+        None => Err("has no default network".to_owned()),
+    }
+}
+
+/// The host of a URL such as OpenShift's `apiServerInternalURI` (`https://api-int.x:6443`).
+pub(super) fn url_host(raw: &str) -> Option<String> {
+    let url = url::Url::parse(raw.trim()).ok()?;
+    let host = url.host_str()?;
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+    )
+}

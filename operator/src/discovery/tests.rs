@@ -18,6 +18,7 @@ fn node(name: &str, pod: &[&str], ips: &[&str], provider: Option<&str>) -> NodeI
         pod_cidrs: s(pod),
         internal_ips: s(ips),
         provider_id: provider.map(str::to_owned),
+        ..Default::default()
     }
 }
 
@@ -27,7 +28,7 @@ kind: ClusterConfiguration
 networking:
   dnsDomain: kubeadm.example
   serviceSubnet: 10.112.0.0/16,fd00:112::/108
-  podSubnet: \"10.120.0.0/16, fd00:120::/56\"
+  podSubnet: \"10.244.0.0/16, fd00:244::/56\"
 ";
 
 /// A realistic dual-stack cluster whose domain is not `cluster.local`.
@@ -56,6 +57,7 @@ fn cluster() -> ClusterInputs {
                 Some("aws:///us-east-1b/i-2"),
             ),
         ],
+        platform: PlatformInputs::default(),
         overrides: Overrides::default(),
     }
 }
@@ -90,9 +92,13 @@ fn realistic_cluster_facts_and_sources() {
     let svc = fact(&f.service_network);
     assert_eq!(svc.values, s(&["10.100.0.0/16", "fd00:100::/108"]));
     assert_eq!(svc.source.as_deref(), Some("ServiceCIDR/kubernetes"));
+    // The cluster-wide range wins over the nodes' ranges: a node joining changes nothing.
     let pod = fact(&f.pod_network);
-    assert_eq!(pod.values, s(&["10.244.0.0/23", "fd00:244::/63"]));
-    assert_eq!(pod.source.as_deref(), Some("Node.spec.podCIDRs (2 nodes)"));
+    assert_eq!(pod.values, s(&["10.244.0.0/16", "fd00:244::/56"]));
+    assert_eq!(
+        pod.source.as_deref(),
+        Some("ConfigMap kube-system/kubeadm-config")
+    );
     let dom = fact(&f.cluster_domain);
     assert_eq!(dom.values, s(&["prod.internal"]));
     assert_eq!(
@@ -232,6 +238,7 @@ fn service_network_precedence() {
 
     let mut c = cluster();
     c.service_cidrs.clear();
+    c.nodes.iter_mut().for_each(|n| n.provider_id = None);
     let f = discover(&c).service_network.unwrap();
     assert_eq!(f.values, s(&["10.112.0.0/16", "fd00:112::/108"]));
     assert_eq!(
@@ -285,9 +292,12 @@ fn pod_network_precedence_and_aggregation() {
     assert_eq!(f.source.as_deref(), Some("Node.spec.podCIDRs (3 nodes)"));
 
     let mut c = cluster();
-    c.nodes.iter_mut().for_each(|n| n.pod_cidrs.clear());
+    c.nodes.iter_mut().for_each(|n| {
+        n.pod_cidrs.clear();
+        n.provider_id = None;
+    });
     let f = discover(&c).pod_network.unwrap();
-    assert_eq!(f.values, s(&["10.120.0.0/16", "fd00:120::/56"]));
+    assert_eq!(f.values, s(&["10.244.0.0/16", "fd00:244::/56"]));
     assert_eq!(
         f.source.as_deref(),
         Some("ConfigMap kube-system/kubeadm-config")
@@ -435,7 +445,7 @@ fn parses_kubeadm_yaml() {
     );
     assert_eq!(
         k.pod_subnet.as_deref(),
-        Some("10.120.0.0/16, fd00:120::/56")
+        Some("10.244.0.0/16, fd00:244::/56")
     );
     assert_eq!(k.dns_domain.as_deref(), Some("kubeadm.example"));
     let none = sources::kubeadm_networking("kind: ClusterConfiguration\n").unwrap();
@@ -682,8 +692,8 @@ fn policy_entries_complete_cluster() {
             "api.prod.example.com",
             "10.100.0.0/16",
             "fd00:100::/108",
-            "10.244.0.0/23",
-            "fd00:244::/63",
+            "10.244.0.0/16",
+            "fd00:244::/56",
             "fd00:1::a",
             ".svc",
             ".prod.internal",
@@ -821,13 +831,28 @@ mod prop {
                 kubeadm_config: doc.clone(),
                 kubelet_config: doc.clone(),
                 resolv_conf: doc.clone(),
-                corefile: doc,
+                corefile: doc.clone(),
                 nodes: vec![NodeInputs {
                     name: "n".into(),
                     pod_cidrs: vals.clone(),
                     internal_ips: vals.clone(),
                     provider_id: provider,
+                    ovn_subnets: doc.clone(),
+                    node_args: doc.clone().map(|raw| NodeArgs { annotation: "k3s.io/node-args".into(), raw }),
                 }],
+                platform: PlatformInputs {
+                    openshift_network: Some(OpenShiftNetwork {
+                        cluster_network: vals.clone(),
+                        service_network: vals.clone(),
+                    }),
+                    openshift_api_internal_uri: vals.first().cloned(),
+                    openshift_corefile: doc.clone(),
+                    calico_ip_pools: Some(vec![NamedValues { name: "p".into(), values: vals.clone() }]),
+                    cilium_nodes: Some(vec![NamedValues { name: "n".into(), values: vals.clone() }]),
+                    cilium_config: Some(vals.iter().map(|v| ("cluster-pool-ipv4-cidr".to_owned(), v.clone())).collect()),
+                    apiserver_pods: vec![NamedValues { name: "a".into(), values: vals.clone() }],
+                    kube_dns_args: Some(vals.clone()),
+                },
                 overrides: Overrides { cluster_domain: vals.first().cloned(), ..Default::default() },
             };
             let p = policy_entries(&discover(&c), &NoProxySpec::default());

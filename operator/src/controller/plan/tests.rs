@@ -87,11 +87,12 @@ fn cluster() -> ClusterInputs {
             pod_cidrs: vec!["10.42.0.0/24".into()],
             internal_ips: vec!["192.168.1.10".into()],
             provider_id: None,
+            ..Default::default()
         }],
         overrides: Overrides {
             cluster_domain: Some("cluster.corp".into()),
             service_cidrs: vec!["10.43.0.0/16".into()],
-            pod_cidrs: Vec::new(),
+            ..Default::default()
         },
         ..Default::default()
     }
@@ -1234,6 +1235,7 @@ fn a_node_joining_re_renders_once_and_rolls_every_workload() {
         pod_cidrs: vec!["10.42.1.0/24".into()],
         internal_ips: vec!["192.168.1.11".into()],
         provider_id: None,
+        ..Default::default()
     });
     let p = w.plan();
     let Change::Apply(cm) = &p.config_map else {

@@ -1,0 +1,307 @@
+//! Discovery sources of distributions and network plugins: the fields read from their objects
+//! (typed here, only what discovery reads), whether the cluster serves them, and their caches.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::ListParams;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Api, Client, CustomResource, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use super::objects::strip;
+use super::watches::{by_name, cache, config, ping};
+use crate::discovery::{NamedValues, OpenShiftNetwork, PlatformInputs, PlatformSource};
+use crate::metrics::Metrics;
+
+/// OpenShift's cluster network configuration (`networks.config.openshift.io`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(group = "config.openshift.io", version = "v1", kind = "Network")]
+#[kube(schema = "disabled", status = "NetworkStatus")]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    #[serde(default)]
+    pub cluster_network: Vec<ClusterNetworkEntry>,
+    #[serde(default)]
+    pub service_network: Vec<String>,
+}
+
+/// The network OpenShift runs (the status), as configured (the spec).
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkStatus {
+    #[serde(default)]
+    pub cluster_network: Vec<ClusterNetworkEntry>,
+    #[serde(default)]
+    pub service_network: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct ClusterNetworkEntry {
+    #[serde(default)]
+    pub cidr: String,
+}
+
+/// OpenShift's infrastructure description (`infrastructures.config.openshift.io`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(group = "config.openshift.io", version = "v1", kind = "Infrastructure")]
+#[kube(schema = "disabled", status = "InfrastructureStatus")]
+pub struct InfrastructureSpec {}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct InfrastructureStatus {
+    #[serde(default, rename = "apiServerInternalURI")]
+    pub api_server_internal_uri: Option<String>,
+}
+
+/// Calico's IP pools (`ippools.crd.projectcalico.org`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(group = "crd.projectcalico.org", version = "v1", kind = "IPPool")]
+#[kube(schema = "disabled")]
+pub struct IPPoolSpec {
+    #[serde(default)]
+    pub cidr: String,
+}
+
+/// Cilium's per-node state (`ciliumnodes.cilium.io`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
+#[kube(group = "cilium.io", version = "v2", kind = "CiliumNode")]
+#[kube(schema = "disabled")]
+pub struct CiliumNodeSpec {
+    #[serde(default)]
+    pub ipam: CiliumIpam,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CiliumIpam {
+    #[serde(default, rename = "podCIDRs")]
+    pub pod_cidrs: Vec<String>,
+}
+
+/// The caches of the platform sources that are switched on and served.
+#[derive(Clone, Default)]
+pub(crate) struct PlatformCaches {
+    networks: Option<Store<Network>>,
+    infrastructures: Option<Store<Infrastructure>>,
+    ip_pools: Option<Store<IPPool>>,
+    cilium_nodes: Option<Store<CiliumNode>>,
+    config_maps: Vec<Store<ConfigMap>>,
+    apiserver_pods: Option<Store<Pod>>,
+    kube_dns: Option<Store<Deployment>>,
+}
+
+/// Whether the cluster serves `K`: a CRD that is not installed answers 404. Any other answer
+/// counts as served (a refusal then shows as a watch error and the fact as not found).
+async fn served<K>(client: &Client) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let lp = ListParams::default().limit(1);
+    let listed = Api::<K>::all(client.clone()).list_metadata(&lp).await;
+    !matches!(listed, Err(kube::Error::Api(s)) if s.code == 404)
+}
+
+/// The pieces [`start`] needs from the caller.
+pub(crate) struct Start<'a> {
+    pub tasks: &'a mut JoinSet<()>,
+    pub metrics: &'a Arc<Metrics>,
+    pub client: &'a Client,
+    pub changed: &'a [mpsc::UnboundedSender<()>],
+    pub disabled: &'a BTreeSet<PlatformSource>,
+}
+
+/// Starts a cache for each source that is switched on and, for CRDs, served. A CRD installed
+/// later is read after the operator restarts.
+pub(crate) async fn start(s: Start<'_>) -> PlatformCaches {
+    let on = |src| !s.disabled.contains(&src);
+    let mut out = PlatformCaches::default();
+    macro_rules! crd {
+        ($ty:ty, $cfg:expr) => {{
+            let api = Api::<$ty>::all(s.client.clone());
+            let events = watcher(api, $cfg);
+            Some(cache(s.tasks, s.metrics, events, strip, ping(s.changed)))
+        }};
+    }
+    if on(PlatformSource::Openshift) && served::<Network>(s.client).await {
+        out.networks = crd!(Network, by_name("cluster"));
+        out.infrastructures = crd!(Infrastructure, by_name("cluster"));
+        let dns = Api::<ConfigMap>::namespaced(s.client.clone(), "openshift-dns");
+        let events = watcher(dns, by_name("dns-default"));
+        out.config_maps
+            .push(cache(s.tasks, s.metrics, events, strip, ping(s.changed)));
+    }
+    if on(PlatformSource::Calico) && served::<IPPool>(s.client).await {
+        out.ip_pools = crd!(IPPool, config());
+    }
+    if on(PlatformSource::Cilium) {
+        if served::<CiliumNode>(s.client).await {
+            out.cilium_nodes = crd!(CiliumNode, config());
+        }
+        let ks = Api::<ConfigMap>::namespaced(s.client.clone(), "kube-system");
+        let events = watcher(ks, by_name("cilium-config"));
+        out.config_maps
+            .push(cache(s.tasks, s.metrics, events, strip, ping(s.changed)));
+    }
+    let ks_pods = Api::<Pod>::namespaced(s.client.clone(), "kube-system");
+    if on(PlatformSource::KubeApiserver) {
+        let events = watcher(ks_pods, config().labels("component=kube-apiserver"));
+        out.apiserver_pods = Some(cache(
+            s.tasks,
+            s.metrics,
+            events,
+            strip_pod,
+            ping(s.changed),
+        ));
+    }
+    if on(PlatformSource::KubeDns) {
+        let api = Api::<Deployment>::namespaced(s.client.clone(), "kube-system");
+        let events = watcher(api, by_name("kube-dns"));
+        out.kube_dns = Some(cache(
+            s.tasks,
+            s.metrics,
+            events,
+            strip_deployment,
+            ping(s.changed),
+        ));
+    }
+    out
+}
+
+/// Keeps only a Pod's containers' command and args.
+fn strip_pod(p: &mut Pod) {
+    strip(p);
+    p.status = None;
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = None;
+        spec.init_containers = None;
+        for c in &mut spec.containers {
+            *c = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut c.name),
+                command: c.command.take(),
+                args: c.args.take(),
+                ..Default::default()
+            };
+        }
+    }
+}
+
+/// Keeps only a Deployment's containers' command and args.
+fn strip_deployment(d: &mut Deployment) {
+    strip(d);
+    d.status = None;
+    if let Some(spec) = d.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        spec.volumes = None;
+        for c in &mut spec.containers {
+            *c = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut c.name),
+                command: c.command.take(),
+                args: c.args.take(),
+                ..Default::default()
+            };
+        }
+    }
+}
+
+impl PlatformCaches {
+    /// Every store, for waiting until each has listed once.
+    pub(crate) async fn wait_ready(&self) {
+        macro_rules! wait {
+            ($($s:expr),*) => {$(if let Some(s) = &$s { let _ = s.wait_until_ready().await; })*};
+        }
+        wait!(
+            self.networks,
+            self.infrastructures,
+            self.ip_pools,
+            self.cilium_nodes
+        );
+        wait!(self.apiserver_pods, self.kube_dns);
+        for s in &self.config_maps {
+            let _ = s.wait_until_ready().await;
+        }
+    }
+
+    /// What the caches hold, as discovery inputs.
+    pub(crate) fn inputs(&self) -> PlatformInputs {
+        let cm = |ns: &str, name: &str| {
+            let all = self.config_maps.iter().flat_map(|s| s.state());
+            let mut found =
+                all.filter(|c| c.name_any() == name && c.namespace().as_deref() == Some(ns));
+            found.next().and_then(|c| c.data.clone())
+        };
+        PlatformInputs {
+            openshift_network: self.networks.as_ref().and_then(openshift_network),
+            openshift_api_internal_uri: self.infrastructures.as_ref().and_then(|s| {
+                let infra = s.state().into_iter().find(|i| i.name_any() == "cluster")?;
+                infra.status.as_ref()?.api_server_internal_uri.clone()
+            }),
+            openshift_corefile: cm("openshift-dns", "dns-default")
+                .and_then(|d| d.get("Corefile").cloned()),
+            calico_ip_pools: self
+                .ip_pools
+                .as_ref()
+                .map(|s| named(&s.state(), |p| vec![p.spec.cidr.clone()])),
+            cilium_nodes: self
+                .cilium_nodes
+                .as_ref()
+                .map(|s| named(&s.state(), |n| n.spec.ipam.pod_cidrs.clone())),
+            cilium_config: cm("kube-system", "cilium-config"),
+            apiserver_pods: self
+                .apiserver_pods
+                .as_ref()
+                .map(|s| named(&s.state(), |p| pod_command(p.spec.as_ref())))
+                .unwrap_or_default(),
+            kube_dns_args: self.kube_dns.as_ref().and_then(|s| {
+                let d = s.state().into_iter().find(|d| d.name_any() == "kube-dns")?;
+                let spec = d.spec.as_ref()?.template.spec.as_ref();
+                Some(pod_command(spec))
+            }),
+        }
+    }
+}
+
+/// `status` (what runs), else `spec` (what was asked for) of the `cluster` Network.
+fn openshift_network(s: &Store<Network>) -> Option<OpenShiftNetwork> {
+    let n = s.state().into_iter().find(|n| n.name_any() == "cluster")?;
+    let (cluster, service) = match &n.status {
+        Some(st) if !st.cluster_network.is_empty() || !st.service_network.is_empty() => {
+            (&st.cluster_network, &st.service_network)
+        }
+        _ => (&n.spec.cluster_network, &n.spec.service_network),
+    };
+    Some(OpenShiftNetwork {
+        cluster_network: cluster.iter().map(|c| c.cidr.clone()).collect(),
+        service_network: service.clone(),
+    })
+}
+
+/// Every container's command then args, in order.
+fn pod_command(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
+    let containers = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
+    containers
+        .iter()
+        .flat_map(|c| {
+            let cmd = c.command.iter().flatten();
+            cmd.chain(c.args.iter().flatten()).cloned()
+        })
+        .collect()
+}
+
+fn named<K: Resource>(objects: &[Arc<K>], values: impl Fn(&K) -> Vec<String>) -> Vec<NamedValues> {
+    let mut out: Vec<NamedValues> = objects
+        .iter()
+        .map(|o| NamedValues {
+            name: o.meta().name.clone().unwrap_or_default(),
+            values: values(o).into_iter().filter(|v| !v.is_empty()).collect(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
