@@ -73,6 +73,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range .Values.podCIDRs }}
 - {{ printf "--pod-cidr=%s" . | quote }}
 {{- end }}
+{{- $flags := dict "openshift" "openshift" "ovnKubernetes" "ovn-kubernetes" "calico" "calico" "cilium" "cilium" "k3s" "k3s" "kubeApiserver" "kube-apiserver" "kubeDns" "kube-dns" }}
+{{- range $key, $flag := $flags }}
+{{- if not (index $.Values.discoverySources $key) }}
+- {{ printf "--disable-discovery-source=%s" $flag | quote }}
+{{- end }}
+{{- end }}
 {{- with .Values.logLevel }}
 - {{ printf "--log-level=%s" . | quote }}
 {{- end }}
