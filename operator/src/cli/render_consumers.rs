@@ -53,10 +53,10 @@ pub struct SourceArgs {
     policy: Option<String>,
     /// With --policy: the kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then
     /// the in-cluster config.
-    #[arg(long, requires = "policy")]
+    #[arg(long, conflicts_with = "no_proxy")]
     kubeconfig: Option<PathBuf>,
     /// With --policy: the kubeconfig context. Default: the current context.
-    #[arg(long, requires = "policy")]
+    #[arg(long, conflicts_with = "no_proxy")]
     context: Option<String>,
     /// NO_PROXY entries instead of a policy (repeatable, comma-separated lists allowed), as
     /// in render-no-proxy: host, .domain, *.domain, *, :port, IPv4, IPv6, CIDR.
@@ -64,7 +64,7 @@ pub struct SourceArgs {
     no_proxy: Vec<String>,
     /// With --no-proxy: `deny` leaves out an entry a dialect can only write more widely,
     /// `allow` writes it with a warning. With --policy, the policy's spec.noProxy.widen.
-    #[arg(long, value_enum, requires = "no_proxy")]
+    #[arg(long, value_enum, conflicts_with = "policy")]
     widen: Option<WidenArg>,
 }
 
