@@ -388,3 +388,181 @@ fn shell_snippet_sourced_by_sh_and_bash() {
     assert_eq!(source_in("sh", &path), missing);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const CLUSTER_YAML: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {egressproxy.io/enabled: "true"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: egress-proxy, namespace: shop}
+stringData:
+  httpProxy: http://shop:Sentinel-Pw-7f3a9@proxy.corp.example:3128
+  httpsProxy: http://shop:Sentinel-Pw-7f3a9@proxy.corp.example:3128
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: outbound, namespace: shop}
+spec:
+  workloadSelector: {matchLabels: {egress: proxied}}
+  proxy:
+    credentials: [{name: main, secretRef: {name: egress-proxy}}]
+    active: main
+  noProxy:
+    additional: [.corp.example, registry.corp:5000]
+    dialect: curl
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: broken, namespace: shop}
+spec:
+  workloadSelector: {matchLabels: {egress: other}}
+  proxy:
+    credentials: [{name: main, secretRef: {name: egress-proxy}}]
+    active: main
+  noProxy:
+    additional: [10.0.0.0/33]
+"#;
+
+/// `--policy`: the outputs carry what the operator computed (status.noProxy in the policy's
+/// dialect; in Go, the same intents as status.noProxy plus what curl could not express); a
+/// policy without a computed NO_PROXY and a missing one are clear errors; the password of
+/// the policy's Secret is in no output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renders_from_a_policy_in_the_cluster() {
+    assert!(CLUSTER_YAML.contains(SENTINEL));
+    let env = Env::new(CLUSTER_YAML).await;
+    let op = env.start();
+    let p = wait_reason(&env, "shop", "outbound", "NoWorkloadsSelected").await;
+    wait_reason(&env, "shop", "broken", "InvalidNoProxyEntry").await;
+    op.stop().await;
+    let status = p.status.expect("status");
+    let curl_value = status.no_proxy.expect("status.noProxy");
+    let dir = tmp_dir("policy");
+    let kc = dir.join("kubeconfig");
+    env.sim.write_kubeconfig(&kc).expect("kubeconfig");
+    let kc = kc.to_string_lossy().into_owned();
+    let policy = ["--policy", "shop/outbound", "--kubeconfig", kc.as_str()];
+    let mut outputs = Vec::new();
+
+    // The shell snippet in the policy's own dialect carries status.noProxy exactly.
+    let out = bin_async(&[&["render", "shell", "--dialect", "curl"], &policy[..]].concat()).await;
+    let text = stdout(&out);
+    assert!(text.contains("\n# NO_PROXY from EgressProxyPolicy shop/outbound, dialect curl.\n"));
+    let quoted = format!("\nexport NO_PROXY='{curl_value}'\n");
+    assert!(text.contains(&quoted), "{text}\nwant {quoted}");
+    outputs.push(out);
+
+    // The drop-in: the same intents in Go. Given the intents as --no-proxy (status.noProxy
+    // and the registry curl left out), render gives the same file but for its origin.
+    let out = bin_async(
+        &[
+            &["render", "systemd", "--daemon", "containerd"],
+            &policy[..],
+        ]
+        .concat(),
+    )
+    .await;
+    let from_policy = stdout(&out);
+    outputs.push(out);
+    let uncovered: Vec<&str> = status.uncovered.iter().map(|u| u.entry.as_str()).collect();
+    assert_eq!(uncovered, ["registry.corp:5000"]);
+    let entries = format!("{curl_value},registry.corp:5000");
+    let given = stdout(
+        &bin_async(&[
+            "render",
+            "systemd",
+            "--daemon",
+            "containerd",
+            "--no-proxy",
+            &entries,
+        ])
+        .await,
+    );
+    assert_eq!(
+        from_policy,
+        given.replace(
+            "NO_PROXY from --no-proxy,",
+            "NO_PROXY from EgressProxyPolicy shop/outbound,"
+        )
+    );
+    assert!(
+        from_policy.contains(",registry.corp:5000,registry.corp.:5000,"),
+        "{from_policy}"
+    );
+    // The demo cluster's facts (kube-sim), in Go syntax.
+    let go = "cluster.corp,cluster.corp.,corp.example,corp.example.,localhost,localhost.,\
+registry.corp:5000,registry.corp.:5000,svc,svc.,10.42.0.0/23,10.42.2.0/24,10.43.0.0/16,\
+127.0.0.1,169.254.169.254,192.168.50.11,192.168.50.12,192.168.51.13,::1,fd00:ec2::254";
+    assert!(
+        from_policy.ends_with(&format!(
+            "\n# Warning: go has no exact-host form: subdomains of these hosts also go direct: \
+             localhost, registry.corp\n[Service]\nEnvironmentFile=/etc/egress-proxy/proxy.env\n\
+             Environment=\"NO_PROXY={go}\" \"no_proxy={go}\"\n"
+        )),
+        "{from_policy}"
+    );
+    assert_eq!(systemd_verify(&dir, &from_policy), "");
+
+    for args in [
+        &["render", "ci", "--format", "github"][..],
+        &["render", "ci", "--format", "gitlab", "--dialect", "go"][..],
+        &["render", "env-file"][..],
+    ] {
+        let a = if args[1] == "env-file" {
+            args.to_vec()
+        } else {
+            [args, &policy[..]].concat()
+        };
+        let out = bin_async(&a).await;
+        assert!(out.status.success(), "{a:?}: {}", stderr(&out));
+        outputs.push(out);
+    }
+
+    // A policy without a computed NO_PROXY, and one that does not exist.
+    let out = bin_async(&[
+        "render",
+        "ci",
+        "--format",
+        "github",
+        "--policy",
+        "shop/broken",
+        "--kubeconfig",
+        &kc,
+    ])
+    .await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(
+            "error: EgressProxyPolicy shop/broken has no computed NO_PROXY (status.noProxy is \
+             not set) (Ready is False: InvalidNoProxyEntry: spec.noProxy.additional[0] \
+             \"10.0.0.0/33\""
+        ),
+        "{err}"
+    );
+    outputs.push(out);
+    let out = bin_async(&[
+        "render",
+        "shell",
+        "--policy",
+        "shop/nope",
+        "--kubeconfig",
+        &kc,
+    ])
+    .await;
+    assert_eq!(
+        stderr(&out),
+        "error: EgressProxyPolicy shop/nope not found\n"
+    );
+    outputs.push(out);
+
+    for out in &outputs {
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(out));
+        assert!(!all.contains(SENTINEL), "credential printed: {all}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
