@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::*;
+use egress_proxy_operator::api::EgressProxyPolicyStatus;
 
 const SENTINEL: &str = "Sentinel-Pw-7f3a9";
 
@@ -427,25 +428,14 @@ spec:
     additional: [10.0.0.0/33]
 "#;
 
-/// `--policy`: the outputs carry what the operator computed (status.noProxy in the policy's
-/// dialect; in Go, the same intents as status.noProxy plus what curl could not express); a
-/// policy without a computed NO_PROXY and a missing one are clear errors; the password of
-/// the policy's Secret is in no output.
+/// `--policy`: the outputs carry what the operator computed: status.noProxy in the policy's
+/// dialect; in Go, the same intents (status.noProxy plus what curl could not express).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renders_from_a_policy_in_the_cluster() {
-    assert!(CLUSTER_YAML.contains(SENTINEL));
-    let env = Env::new(CLUSTER_YAML).await;
-    let op = env.start();
-    let p = wait_reason(&env, "shop", "outbound", "NoWorkloadsSelected").await;
-    wait_reason(&env, "shop", "broken", "InvalidNoProxyEntry").await;
-    op.stop().await;
-    let status = p.status.expect("status");
-    let curl_value = status.no_proxy.expect("status.noProxy");
-    let dir = tmp_dir("policy");
-    let kc = dir.join("kubeconfig");
-    env.sim.write_kubeconfig(&kc).expect("kubeconfig");
-    let kc = kc.to_string_lossy().into_owned();
-    let policy = ["--policy", "shop/outbound", "--kubeconfig", kc.as_str()];
+    let c = policy_cluster("policy").await;
+    let status = &c.status;
+    let curl_value = status.no_proxy.clone().expect("status.noProxy");
+    let policy = ["--policy", "shop/outbound", "--kubeconfig", c.kc.as_str()];
     let mut outputs = Vec::new();
 
     // The shell snippet in the policy's own dialect carries status.noProxy exactly.
@@ -505,9 +495,23 @@ registry.corp:5000,registry.corp.:5000,svc,svc.,10.42.0.0/23,10.42.2.0/24,10.43.
         )),
         "{from_policy}"
     );
-    assert_eq!(systemd_verify(&dir, &from_policy), "");
+    assert_eq!(systemd_verify(&c.dir, &from_policy), "");
 
+    no_credential_in(&outputs);
+    let _ = std::fs::remove_dir_all(&c.dir);
+}
+
+/// Every output from a policy, and the errors of a policy without a computed NO_PROXY and of
+/// a missing one; the password of the policy's Secret is in none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_errors_and_no_credential_in_any_output() {
+    let c = policy_cluster("policy-errors").await;
+    let kc = c.kc.clone();
+    let policy = ["--policy", "shop/outbound", "--kubeconfig", kc.as_str()];
+    let mut outputs = Vec::new();
     for args in [
+        &["render", "systemd", "--daemon", "kubelet"][..],
+        &["render", "shell"][..],
         &["render", "ci", "--format", "github"][..],
         &["render", "ci", "--format", "gitlab", "--dialect", "go"][..],
         &["render", "env-file"][..],
@@ -560,9 +564,39 @@ registry.corp:5000,registry.corp.:5000,svc,svc.,10.42.0.0/23,10.42.2.0/24,10.43.
     );
     outputs.push(out);
 
-    for out in &outputs {
+    no_credential_in(&outputs);
+    let _ = std::fs::remove_dir_all(&c.dir);
+}
+
+fn no_credential_in(outputs: &[Output]) {
+    for out in outputs {
         let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(out));
         assert!(!all.contains(SENTINEL), "credential printed: {all}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+struct PolicyCluster {
+    _env: Env,
+    dir: PathBuf,
+    kc: String,
+    status: EgressProxyPolicyStatus,
+}
+
+/// CLUSTER_YAML reconciled by the operator (then stopped), and a kubeconfig for it.
+async fn policy_cluster(tag: &str) -> PolicyCluster {
+    assert!(CLUSTER_YAML.contains(SENTINEL));
+    let env = Env::new(CLUSTER_YAML).await;
+    let op = env.start();
+    let p = wait_reason(&env, "shop", "outbound", "NoWorkloadsSelected").await;
+    wait_reason(&env, "shop", "broken", "InvalidNoProxyEntry").await;
+    op.stop().await;
+    let dir = tmp_dir(tag);
+    let kc = dir.join("kubeconfig");
+    env.sim.write_kubeconfig(&kc).expect("kubeconfig");
+    PolicyCluster {
+        kc: kc.to_string_lossy().into_owned(),
+        _env: env,
+        dir,
+        status: p.status.expect("status"),
+    }
 }
