@@ -123,6 +123,7 @@ pub struct CiArgs {
 /// Runs `render`: the output on stdout; what NO_PROXY leaves out and warnings also on stderr.
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     let (out, rendered): (String, Option<Rendered>) = match &args.what {
+        // The file is checked before the cluster is asked.
         What::Systemd(a) => {
             consumers::check_env_file(&a.env_file.proxy_env_file)?;
             let facts = facts(&a.source)?;
