@@ -18,6 +18,8 @@ export EPO_PYTHON="$venv/bin/python"
 command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq lua5.1 >/dev/null; }
 # Real proxies, the isolated network's bridges and curl (operator/tests/common/net.rs, net_harness.rs).
 { command -v tinyproxy && command -v squid && command -v socat && command -v curl; } >/dev/null || { apt-get update -qq && apt-get install -y -qq tinyproxy squid socat curl >/dev/null; }
+# systemd-analyze, which checks the rendered containerd drop-in (operator/tests/render_consumers.rs).
+command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd >/dev/null; }
 cargo test --workspace --locked
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod api;
 pub mod cli;
 pub mod client;
+pub(crate) mod consumers;
 pub mod controller;
 pub(crate) mod credentials;
 pub(crate) mod discovery;

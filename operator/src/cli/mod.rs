@@ -1,10 +1,12 @@
-//! Command-line interface: `run`, `demo`, `crd`, `explain`, `render-no-proxy`, `probe`.
+//! Command-line interface: `run`, `demo`, `crd`, `explain`, `render-no-proxy`, `render`,
+//! `probe`.
 
 mod demo;
 mod explain;
 mod explain_workload;
 mod probe;
 mod render;
+mod render_consumers;
 mod run;
 
 use std::process::ExitCode;
@@ -33,6 +35,9 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// Write NO_PROXY entries in the syntax of one HTTP client.
     RenderNoProxy(render::RenderArgs),
+    /// Write the proxy settings for the other consumers: a systemd drop-in for containerd,
+    /// CRI-O, Docker or the kubelet, a shell snippet, a CI job's env block.
+    Render(render_consumers::RenderArgs),
     /// Check from this environment (a Pod's) that endpoints go direct, through the proxy, or
     /// are refused, as expected; print the results as JSON.
     Probe(probe::ProbeArgs),
@@ -47,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Crd => print_crd(),
         Command::Explain(args) => explain::run(args),
         Command::RenderNoProxy(args) => render::run(args),
+        Command::Render(args) => render_consumers::run(args),
         Command::Probe(args) => probe::run(args),
     };
     match result {

@@ -33,19 +33,30 @@ pub enum WidenArg {
     Allow,
 }
 
+impl From<WidenArg> for Widen {
+    fn from(w: WidenArg) -> Widen {
+        match w {
+            WidenArg::Deny => Widen::Deny,
+            WidenArg::Allow => Widen::Allow,
+        }
+    }
+}
+
+/// NO_PROXY entries given as arguments (each may hold a comma-separated list); a blank
+/// argument or a malformed entry is an error naming it.
+pub(super) fn parse_entries(entries: &[String]) -> anyhow::Result<IntentSet> {
+    if let Some(blank) = entries.iter().find(|e| e.trim().is_empty()) {
+        anyhow::bail!("invalid NO_PROXY entry {blank:?}: empty entry");
+    }
+    Ok(IntentSet::parse(entries.iter().map(String::as_str))?)
+}
+
 /// Runs `render-no-proxy`: prints the value (text) or value, uncovered and warnings (JSON).
 /// Malformed entries are an error naming the entry.
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     let dialect = parse_dialect(&args.dialect)?;
-    if let Some(blank) = args.entries.iter().find(|e| e.trim().is_empty()) {
-        anyhow::bail!("invalid NO_PROXY entry {blank:?}: empty entry");
-    }
-    let set = IntentSet::parse(args.entries.iter().map(String::as_str))?;
-    let widen = match args.widen {
-        WidenArg::Deny => Widen::Deny,
-        WidenArg::Allow => Widen::Allow,
-    };
-    let out = render_with(dialect, &set, widen);
+    let set = parse_entries(&args.entries)?;
+    let out = render_with(dialect, &set, args.widen.into());
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&out)?),
         Output::Text => {

@@ -16,6 +16,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::api::reasons::reason;
 use crate::api::{CloudMetadata, DiscoveredFacts, Fact, NoProxySpec};
 use crate::noproxy::{Intent, NameScope};
 
@@ -167,6 +168,50 @@ pub fn discover(inputs: &ClusterInputs) -> DiscoveredFacts {
         node_addresses: Some(node_addresses(inputs)),
         cloud_metadata: Some(cloud::cloud_metadata(&inputs.nodes)),
     }
+}
+
+/// Why a policy has no NO_PROXY intents: a status condition reason and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoIntents {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The NO_PROXY intents of a policy from the discovered facts (the operator's at reconcile
+/// time, or `status.discovered` read back by `render`): the facts' entries, then
+/// `spec.noProxy.additional`. Entries are checked before missing facts are reported.
+pub fn policy_intents(
+    facts: &DiscoveredFacts,
+    spec: &NoProxySpec,
+) -> Result<Vec<Intent>, NoIntents> {
+    let found = policy_entries(facts, spec);
+    // Discovery only produces entries that parse (`PolicyEntries::entries`).
+    let mut intents: Vec<Intent> = found
+        .entries
+        .iter()
+        .filter_map(|e| Intent::parse(e).ok())
+        .collect();
+    for (n, e) in spec.additional.iter().enumerate() {
+        match Intent::parse(e) {
+            Ok(intent) => intents.push(intent),
+            Err(err) => {
+                return Err(NoIntents {
+                    reason: reason::INVALID_NO_PROXY_ENTRY,
+                    message: format!("spec.noProxy.additional[{n}] {e:?}: {err}"),
+                });
+            }
+        }
+    }
+    if !found.missing.is_empty() {
+        return Err(NoIntents {
+            reason: reason::DISCOVERY_INCOMPLETE,
+            message: format!(
+                "not found: {}. Set the fact in spec.noProxy (clusterDomain) or as an operator flag, or turn its discovery off in spec.noProxy.discover",
+                found.missing.join("; ")
+            ),
+        });
+    }
+    Ok(intents)
 }
 
 /// The entries one policy gets: for each enabled `discover` switch the fact's values

@@ -96,30 +96,8 @@ fn intents(
     policy: &EgressProxyPolicy,
     cluster: &ClusterInputs,
 ) -> (DiscoveredFacts, Result<Vec<Intent>, Blocker>) {
-    let spec = &policy.spec;
     let facts = discovery::discover(cluster);
-    let found = discovery::policy_entries(&facts, &spec.no_proxy);
-    // Discovery only produces entries that parse (`PolicyEntries::entries`).
-    let mut intents: Vec<Intent> = found
-        .entries
-        .iter()
-        .filter_map(|e| Intent::parse(e).ok())
-        .collect();
-    for (n, e) in spec.no_proxy.additional.iter().enumerate() {
-        match Intent::parse(e) {
-            Ok(intent) => intents.push(intent),
-            Err(err) => {
-                let m = format!("spec.noProxy.additional[{n}] {e:?}: {err}");
-                return (facts, Err(blocker(reason::INVALID_NO_PROXY_ENTRY, m)));
-            }
-        }
-    }
-    if !found.missing.is_empty() {
-        let m = format!(
-            "not found: {}. Set the fact in spec.noProxy (clusterDomain) or as an operator flag, or turn its discovery off in spec.noProxy.discover",
-            found.missing.join("; ")
-        );
-        return (facts, Err(blocker(reason::DISCOVERY_INCOMPLETE, m)));
-    }
-    (facts, Ok(intents))
+    let intents = discovery::policy_intents(&facts, &policy.spec.no_proxy)
+        .map_err(|e| blocker(e.reason, e.message));
+    (facts, intents)
 }
