@@ -164,10 +164,11 @@ fn env_file_shell_and_ci_from_flags() {
 # Not in NO_PROXY (dialect portable cannot express them; requests to them use the proxy):
 #   *.corp.example: curl, python-urllib, python-requests, node-undici, rust-reqwest cannot send only the subdomains of corp.example direct: `.corp.example` would send corp.example itself direct too (spec.noProxy.widen: Allow writes it anyway)
 #   registry.corp:5000: not every client can express it; curl: curl compares NO_PROXY entries with the host name only, so an entry with a port never matches (lib/noproxy.c Curl_check_noproxy); wget: wget compares NO_PROXY entries with the host name only, so an entry with a port never matches (src/retr.c no_proxy_match); rust-reqwest: reqwest compares NO_PROXY entries with the host name only, so an entry with a port never matches (hyper-util client/proxy/matcher.rs NoProxy::contains)
-#   10.96.0.0/12: not every client can express it; wget: wget matches NO_PROXY as name suffixes only, no CIDR (src/host.c sufmatch); python-urllib: python-urllib has no CIDR support in NO_PROXY (urllib.request.proxy_bypass_environment); python-httpx: httpx has no CIDR support: it reads 10.96.0.0/12 as the single address 10.96.0.0; node-proxy-from-env: proxy-from-env compares host names as text, no CIDR (index.js shouldProxy); node-undici: undici compares host names as text, no CIDR (EnvHttpProxyAgent #shouldProxy)
+# In NO_PROXY, but ignored by some clients (they use the proxy for them):
+#   10.96.0.0/12: written; wget, python-urllib, python-httpx, node-undici send it through the proxy (no client sends anything outside it direct); wget: wget matches NO_PROXY as name suffixes only, no CIDR (src/host.c sufmatch); python-urllib: python-urllib has no CIDR support in NO_PROXY (urllib.request.proxy_bypass_environment); python-httpx: httpx has no CIDR support: it reads 10.96.0.0/12 as the single address 10.96.0.0; node-undici: undici compares host names as text, no CIDR (EnvHttpProxyAgent #shouldProxy)
 env:
-  NO_PROXY: \"svc,.svc,svc.,.svc.\"
-  no_proxy: \"svc,.svc,svc.,.svc.\"
+  NO_PROXY: \"svc,.svc,svc.,.svc.,10.96.0.0/12\"
+  no_proxy: \"svc,.svc,svc.,.svc.,10.96.0.0/12\"
   HTTP_PROXY: ${{ secrets.HTTP_PROXY }}
   HTTPS_PROXY: ${{ secrets.HTTPS_PROXY }}
   http_proxy: ${{ secrets.HTTP_PROXY }}

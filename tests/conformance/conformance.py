@@ -738,6 +738,15 @@ def run_inner(args) -> int:
             f"{c:20s} {s['cases']:6d} {s['agree']:6d} {s['disagree']:9d}   render: {rs['checks']:6d} {rs['pass']:5d} "
             f"{rs['false_direct']:12d} {rs['wrong_proxy']:11d} {rs['other']:5d} {rs['declared']:13d}"
         )
+    # `portable` keeps an entry unless some client misroutes or fails because of it: every
+    # portable rendering, checked against every client, with no false direct.
+    port = [r for r in render_results if r["dialect"] == "portable"]
+    count = lambda *kinds: sum(1 for r in port if r["result"] in kinds)
+    lines.append(
+        f"{'portable x all':20s} {'':6s} {'':6s} {'':9s}   render: {len(port) - count('declared miss (intent uncovered)'):6d} "
+        f"{count('pass'):5d} {count('false_direct'):12d} {count('wrong_proxy'):11d} {count('other'):5d} "
+        f"{count('declared miss (intent uncovered)'):13d}"
+    )
     lines.append("")
     if harness_errors:
         lines.append(f"HARNESS ERRORS ({len(harness_errors)}):")
@@ -754,7 +763,7 @@ def run_inner(args) -> int:
     print()
     # summary to stdout (the disagreement list goes to the report file, head shown here)
     table_start = len(clients) + 2
-    print("\n".join(lines[table_start : table_start + 2 + len(clients) + (1 if engine is None else 0)]))
+    print("\n".join(lines[table_start : table_start + 3 + len(clients) + (1 if engine is None else 0)]))
     if harness_errors:
         print(f"HARNESS ERRORS ({len(harness_errors)}):")
         for h in harness_errors[:20]:
@@ -800,7 +809,13 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                 fails.append(f"[render {d}] {rset['id']}: ENGINE ERROR {out['_error']}")
                 continue
             value = out.get("value", "")
-            uncovered = {norm_entry(u.get("entry", "")) for u in out.get("uncovered", [])}
+            # Per uncovered intent: the clients that do not send it direct (None: every
+            # client; the entry is not written). A `portable` entry some clients ignore is
+            # written and still checked for every other client.
+            uncovered = {
+                norm_entry(u.get("entry", "")): (set(u["clients"]) if u.get("clients") else None)
+                for u in out.get("uncovered", [])
+            }
             env = {
                 "HTTP_PROXY": proxy,
                 "http_proxy": proxy,
@@ -823,7 +838,9 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                     }
                     # An uncovered intent is a declared miss for what should go direct; what
                     # should use the proxy is still checked (it must not go direct).
-                    if norm_entry(pr["intent"]) in uncovered and pr["expect"] == "direct":
+                    key = norm_entry(pr["intent"])
+                    missed = key in uncovered and (uncovered[key] is None or c in uncovered[key])
+                    if missed and pr["expect"] == "direct":
                         rec["result"] = "declared miss (intent uncovered)"
                         rstats[c]["declared"] += 1
                         results.append(rec)

@@ -277,8 +277,9 @@ pub struct NoProxySpec {
     )]
     pub additional: Vec<String>,
 
-    /// How NO_PROXY is written: the HTTP client family the workloads use. `portable` gives the
-    /// same decision in every supported client.
+    /// How NO_PROXY is written: the HTTP client family the workloads use. `portable` is
+    /// misrouted by no supported client; what some clients ignore is listed in
+    /// `status.uncovered` with those clients.
     #[serde(default)]
     pub dialect: Dialect,
 

@@ -113,8 +113,12 @@ pub struct EndpointCheck {
 pub struct UncoveredIntent {
     /// The entry as the user or discovery wrote it.
     pub entry: String,
-    /// Why the dialect cannot express it.
+    /// Why the dialect cannot express it, or (`portable`) which clients ignore it and why.
     pub reason: String,
+    /// `portable` only: the entry is written, and only these clients send it through the
+    /// proxy. Empty: it is not written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<String>,
 }
 
 /// Cluster facts with their sources.

@@ -167,12 +167,23 @@ fn comments(lines: &[String]) -> String {
 /// What the value leaves out and the warnings, as comment lines.
 fn notes(r: &Rendered, dialect: Dialect) -> Vec<String> {
     let mut lines = Vec::new();
-    if !r.uncovered.is_empty() {
+    let (ignored, left_out): (Vec<_>, Vec<_>) =
+        r.uncovered.iter().partition(|u| !u.clients.is_empty());
+    if !left_out.is_empty() {
         lines.push(format!(
             "Not in NO_PROXY (dialect {dialect} cannot express them; requests to them use the proxy):"
         ));
         lines.extend(
-            r.uncovered
+            left_out
+                .iter()
+                .map(|u| format!("  {}: {}", u.entry, u.reason)),
+        );
+    }
+    if !ignored.is_empty() {
+        lines
+            .push("In NO_PROXY, but ignored by some clients (they use the proxy for them):".into());
+        lines.extend(
+            ignored
                 .iter()
                 .map(|u| format!("  {}: {}", u.entry, u.reason)),
         );

@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Dialect {
-    /// The string that gives the same decision in every supported client; intents that some
-    /// client cannot express are dropped and listed in `status.uncovered`.
+    /// The string no supported client misroutes: an entry is written unless some client would
+    /// send something else direct or fail because of it. Entries some clients ignore (an IPv4
+    /// CIDR in wget) are written and listed in `status.uncovered` with those clients; entries
+    /// left out are listed there without clients.
     #[default]
     Portable,
     /// curl and libcurl.

@@ -2,6 +2,7 @@
 //! cannot express, and warnings.
 
 use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 use serde::Serialize;
@@ -25,13 +26,18 @@ pub const MAX_ARG_STRLEN: usize = 131_072;
 /// Above this size a value is reported as large: half of [`MAX_ARG_STRLEN`].
 pub const LARGE_VALUE: usize = MAX_ARG_STRLEN / 2;
 
-/// An intent a dialect cannot express.
+/// An intent a dialect cannot express, or (`portable`) one written that some clients do not
+/// honour.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Uncovered {
     /// The intent in canonical spelling.
     pub entry: String,
-    /// Why it is not in the value.
+    /// Why it is not in the value, or which clients ignore it and why.
     pub reason: String,
+    /// Empty: not written, no client sends it direct. Otherwise it is written and only these
+    /// clients send it through the proxy (`portable`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<String>,
 }
 
 /// The result of rendering an intent set for one dialect.
@@ -105,6 +111,7 @@ pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered 
                         uncovered.push(Uncovered {
                             entry: intent.to_string(),
                             reason,
+                            clients: Vec::new(),
                         });
                         continue;
                     }
@@ -125,13 +132,25 @@ pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered 
                 }
             }
             Err(reason) => {
-                // IPs inside a CIDR this dialect cannot express are written one by one.
+                // IPs inside a CIDR this dialect cannot express (or some clients ignore) are
+                // written one by one.
                 if let Intent::Cidr(net) = &intent {
                     entries.extend(shadowed_ips(dialect, set, net));
                 }
+                let partial = (dialect == Dialect::Portable)
+                    .then(|| portable_in_part(&intent))
+                    .flatten();
+                let (reason, clients) = match partial {
+                    Some(p) => {
+                        entries.extend(p.entries);
+                        (p.reason, p.ignored_by)
+                    }
+                    None => (reason, Vec::new()),
+                };
                 uncovered.push(Uncovered {
                     entry: intent.to_string(),
                     reason,
+                    clients,
                 });
             }
         }
@@ -415,6 +434,171 @@ fn portable(intent: &Intent) -> Result<Expr, String> {
     }
 }
 
+/// An address or network written for `portable` although some clients ignore it.
+struct Partial {
+    entries: Vec<String>,
+    reason: String,
+    ignored_by: Vec<String>,
+}
+
+/// `portable` for an address or network not every client can express: written as the clients
+/// that can express it spell it, when no client then sends anything outside it direct (or
+/// fails on the value). The clients that do not send all of it direct are named; they use
+/// the proxy for it, as they would without the entry.
+fn portable_in_part(intent: &Intent) -> Option<Partial> {
+    if !matches!(intent, Intent::Ip { .. } | Intent::Cidr(_)) {
+        return None;
+    }
+    let mut entries: Vec<String> = Vec::new();
+    let mut why: Vec<(Dialect, String)> = Vec::new();
+    for d in Dialect::clients() {
+        match dialects::express(d, intent) {
+            Some(Ok(e)) => {
+                for x in e.entries {
+                    if !entries.contains(&x) {
+                        entries.push(x);
+                    }
+                }
+            }
+            Some(Err(reason)) => why.push((d, reason)),
+            None => {}
+        }
+    }
+    let value = entries.join(",");
+    let (inside, mut outside) = probes(intent);
+    outside.extend(piece_probes(intent, &entries));
+    let mut ignored_by = Vec::new();
+    let mut reasons = Vec::new();
+    for d in Dialect::clients() {
+        // A value the client cannot even read fails it: not portable.
+        let model = Model::new(d, &proxied_env(&value))?;
+        let decide =
+            |u: &String| Target::parse(u).map_or(Decision::Error, |t| model.decide(&t).decision);
+        let out: Vec<Decision> = outside.iter().map(decide).collect();
+        let ins: Vec<Decision> = inside.iter().map(decide).collect();
+        if out
+            .iter()
+            .chain(&ins)
+            .any(|x| *x != Decision::Direct && *x != Decision::Proxy)
+            || out.contains(&Decision::Direct)
+        {
+            return None;
+        }
+        if ins.contains(&Decision::Proxy) {
+            ignored_by.push(d.name().to_owned());
+            let own = why.iter().find(|(w, _)| *w == d);
+            let reason = own.map_or("sends only part of it direct", |(_, r)| r.as_str());
+            reasons.push(format!("{d}: {reason}"));
+        }
+    }
+    if entries.is_empty() || ignored_by.len() == Dialect::clients().count() {
+        return None;
+    }
+    Some(Partial {
+        entries,
+        reason: format!(
+            "written; {} send it through the proxy (no client sends anything outside it \
+             direct); {}",
+            ignored_by.join(", "),
+            reasons.join("; ")
+        ),
+        ignored_by,
+    })
+}
+
+/// Hosts no address entry may send direct: an unrelated name, and each piece of a spelling
+/// (a client that cuts entries at `:` or `/` matches the pieces as names) that is not
+/// inside the intent.
+fn piece_probes(intent: &Intent, entries: &[String]) -> Vec<String> {
+    let inside = |a: IpAddr| match intent {
+        Intent::Ip { addr, .. } => *addr == a,
+        Intent::Cidr(net) => net.contains(&a),
+        _ => false,
+    };
+    let mut out = vec!["http://example.org/".to_owned()];
+    let cut = |c: char| matches!(c, ':' | '/' | '[' | ']');
+    for piece in entries.iter().flat_map(|e| e.split(cut)) {
+        if piece.is_empty() || piece.parse::<IpAddr>().is_ok_and(inside) {
+            continue;
+        }
+        let url = format!("http://{piece}/");
+        if !out.contains(&url) {
+            out.push(url);
+        }
+    }
+    out
+}
+
+/// `http://` URL of an address, with a port when given.
+fn ip_url(a: IpAddr, port: Option<u16>) -> String {
+    let host = match a {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    match port {
+        Some(p) => format!("http://{host}:{p}/"),
+        None => format!("http://{host}/"),
+    }
+}
+
+/// The address just above (`up`) or below `a`, if any.
+fn neighbour(a: IpAddr, up: bool) -> Option<IpAddr> {
+    match a {
+        IpAddr::V4(v) => {
+            let n = u32::from(v);
+            let m = if up {
+                n.checked_add(1)
+            } else {
+                n.checked_sub(1)
+            }?;
+            Some(Ipv4Addr::from(m).into())
+        }
+        IpAddr::V6(v) => {
+            let n = u128::from(v);
+            let m = if up {
+                n.checked_add(1)
+            } else {
+                n.checked_sub(1)
+            }?;
+            Some(Ipv6Addr::from(m).into())
+        }
+    }
+}
+
+/// URLs inside an address or network intent, and just outside it (the neighbouring
+/// addresses, another port).
+fn probes(intent: &Intent) -> (Vec<String>, Vec<String>) {
+    let around = |lo: IpAddr, hi: IpAddr, port: Option<u16>| -> Vec<String> {
+        [neighbour(lo, false), neighbour(hi, true)]
+            .into_iter()
+            .flatten()
+            .map(|a| ip_url(a, port))
+            .collect()
+    };
+    match intent {
+        Intent::Ip {
+            addr,
+            port: Some(p),
+        } => {
+            let other = if *p == u16::MAX { p - 1 } else { p + 1 };
+            let mut outside = around(*addr, *addr, Some(*p));
+            outside.push(ip_url(*addr, Some(other)));
+            (vec![ip_url(*addr, Some(*p))], outside)
+        }
+        Intent::Ip { addr, port: None } => (
+            vec![ip_url(*addr, None), ip_url(*addr, Some(8443))],
+            around(*addr, *addr, None),
+        ),
+        Intent::Cidr(net) => {
+            let (first, last) = (net.network(), net.broadcast());
+            let mut inside = vec![ip_url(first, None), ip_url(last, Some(8443))];
+            inside.extend(neighbour(first, true).map(|a| ip_url(a, None)));
+            (inside, around(first, last, None))
+        }
+        Intent::All | Intent::Name { .. } => (Vec::new(), Vec::new()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,7 +616,7 @@ mod tests {
     }
 
     #[test]
-    fn portable_keeps_only_what_every_client_agrees_on() {
+    fn portable_keeps_only_what_no_client_misroutes() {
         let out = r(
             Dialect::Portable,
             ".corp.example,registry.internal,*.apps.example,10.0.0.7,10.96.0.0/12,::1,r.example:5000,*",
@@ -444,24 +628,46 @@ mod tests {
             Dialect::Portable,
             ".corp.example,registry.internal,*.apps.example,10.0.0.7,10.96.0.0/12,fd00::1,r.example:5000",
         );
+        // The IPv4 CIDR is written: some clients ignore it (and use the proxy), none sends
+        // anything outside it direct.
         assert_eq!(
             out.value,
             "corp.example,.corp.example,corp.example.,.corp.example.,registry.internal,\
-             registry.internal.,10.0.0.7"
+             registry.internal.,10.96.0.0/12,10.0.0.7"
         );
-        let dropped: Vec<&str> = out.uncovered.iter().map(|u| u.entry.as_str()).collect();
-        // `*.apps.example`: some clients would send apps.example itself direct too.
+        let uncovered: Vec<(&str, &[String])> = out
+            .uncovered
+            .iter()
+            .map(|u| (u.entry.as_str(), u.clients.as_slice()))
+            .collect();
+        // `*.apps.example`: some clients would send apps.example itself direct too;
+        // `fd00::1`: Ruby cuts it into pieces that match other names.
+        let ignoring = ["wget", "python-urllib", "python-httpx", "node-undici"].map(String::from);
         assert_eq!(
-            dropped,
+            uncovered,
             [
-                "*.apps.example",
-                "r.example:5000",
-                "10.96.0.0/12",
-                "fd00::1"
+                ("*.apps.example", &[][..]),
+                ("r.example:5000", &[][..]),
+                ("10.96.0.0/12", &ignoring[..]),
+                ("fd00::1", &[][..]),
             ]
         );
         assert!(out.uncovered[0].reason.contains("apps.example itself"));
-        assert!(out.uncovered[2].reason.contains("python-urllib"));
+        assert!(
+            out.uncovered[2]
+                .reason
+                .starts_with("written; wget, python-urllib, python-httpx, node-undici send it")
+        );
+        assert!(out.uncovered[3].reason.contains("Ruby cuts"));
+        for (d, dec) in decide_all(&out.value, "http://10.100.0.1/") {
+            let honours = !ignoring.contains(&d.name().to_owned());
+            let want = if honours {
+                Decision::Direct
+            } else {
+                Decision::Proxy
+            };
+            assert_eq!(dec, want, "{d}");
+        }
         // Every kept intent: every client sends it direct; a neighbour still goes via proxy.
         for url in [
             "http://corp.example/",
@@ -526,9 +732,13 @@ mod tests {
 
     #[test]
     fn ips_under_an_uncovered_cidr_come_back() {
+        // Written for the clients that read it, and the IP for those that ignore it.
         let out = r(Dialect::Portable, "10.96.0.0/12,10.96.0.1,10.97.0.1:443");
-        assert_eq!(out.value, "10.96.0.1");
+        assert_eq!(out.value, "10.96.0.1,10.96.0.0/12");
         assert_eq!(out.uncovered[0].entry, "10.96.0.0/12");
+        for (d, dec) in decide_all(&out.value, "http://10.96.0.1/") {
+            assert_eq!(dec, Decision::Direct, "{d}");
+        }
         assert_eq!(
             r(Dialect::Go, "10.96.0.0/12,10.96.0.1").value,
             "10.96.0.0/12"

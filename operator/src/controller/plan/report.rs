@@ -236,6 +236,7 @@ fn applied_status(
             .map(|u| UncoveredIntent {
                 entry: u.entry.clone(),
                 reason: u.reason.clone(),
+                clients: u.clients.clone(),
             })
             .collect(),
         warnings: a.rendered.warnings.clone(),

@@ -339,7 +339,7 @@ fn hash_of(v: &WorkloadView) -> Option<String> {
 }
 
 /// In the default `portable` dialect: the CIDRs and `::1` are uncovered.
-const NO_PROXY: &str = "cluster.corp,.cluster.corp,cluster.corp.,.cluster.corp.,localhost,localhost.,svc,.svc,svc.,.svc.,10.43.0.1,127.0.0.1,192.168.1.10";
+const NO_PROXY: &str = "cluster.corp,.cluster.corp,cluster.corp.,.cluster.corp.,localhost,localhost.,svc,.svc,svc.,.svc.,10.42.0.0/24,10.43.0.1,10.43.0.0/16,127.0.0.1,192.168.1.10";
 
 // --- the first reconcile and the steady state ---
 
