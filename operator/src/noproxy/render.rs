@@ -339,7 +339,7 @@ fn express(dialect: Dialect, intent: &Intent) -> Option<Result<Expr, String>> {
 /// True when `dialect`'s spelling of host `name` also sends its subdomains direct.
 fn matches_subdomains_too(dialect: Dialect, name: &str) -> bool {
     match dialect {
-        Dialect::NodeProxyFromEnv => false,
+        Dialect::NodeAxios | Dialect::NodeProxyFromEnv => false,
         Dialect::PythonHttpx => name != "localhost",
         _ => true,
     }
@@ -537,7 +537,16 @@ mod tests {
 
     #[test]
     fn dialect_spellings() {
-        assert_eq!(r(Dialect::NodeProxyFromEnv, ".d").value, "d,.d");
+        // axios trims trailing dots; bare proxy-from-env needs the dotted spellings too.
+        assert_eq!(r(Dialect::NodeAxios, ".d").value, "d,.d");
+        assert_eq!(r(Dialect::NodeProxyFromEnv, ".d").value, "d,.d,d.,.d.");
+        // CIDRs: only axios' own check reads them.
+        let pfe = r(Dialect::NodeProxyFromEnv, "10.0.0.0/8,10.0.0.1");
+        assert_eq!((pfe.value.as_str(), pfe.uncovered.len()), ("10.0.0.1", 1));
+        assert_eq!(
+            r(Dialect::NodeAxios, "10.0.0.0/8,fd00::/8,10.0.0.1").value,
+            "10.0.0.0/8,fd00::/8"
+        );
         let undici = r(Dialect::NodeUndici, "*.d");
         assert_eq!((undici.value.as_str(), undici.uncovered.len()), ("", 1));
         assert_eq!(
@@ -600,7 +609,14 @@ mod tests {
         }
         assert_eq!(
             exact,
-            ["wget", "go", "python-httpx", "node-proxy-from-env", "ruby"]
+            [
+                "wget",
+                "go",
+                "python-httpx",
+                "node-axios",
+                "node-proxy-from-env",
+                "ruby"
+            ]
         );
     }
 
