@@ -568,6 +568,36 @@ mod tests {
         assert_eq!(h.uncovered.len(), 3);
     }
 
+    /// Policies that wrote `node-proxy-from-env` for axios before the split get the bare
+    /// package's value now: it still gives axios the intended decisions.
+    #[test]
+    fn proxy_from_env_values_hold_in_axios() {
+        let out = r(
+            Dialect::NodeProxyFromEnv,
+            ".corp.example,registry.internal,10.0.0.7,fd00::1,r.example:5000,*.sub.example",
+        );
+        for (url, want) in [
+            ("http://corp.example./", true),
+            ("http://a.corp.example/", true),
+            ("http://registry.internal./", true),
+            ("http://10.0.0.7/", true),
+            ("http://[fd00::1]/", true),
+            ("http://r.example:5000/", true),
+            ("http://a.sub.example./", true),
+            ("http://sub.example/", false),
+            ("http://xregistry.internal/", false),
+            ("http://r.example/", false),
+            ("http://example.org/", false),
+        ] {
+            assert_eq!(
+                direct(Dialect::NodeAxios, &out.value, url),
+                want,
+                "{url} {}",
+                out.value
+            );
+        }
+    }
+
     /// `*.corp.example` (the apex routes through the proxy): each dialect writes it only
     /// where its model sends the subdomains direct and the apex through the proxy; the others
     /// report it uncovered, or with `Widen::Allow` write the wider spelling and say so.
