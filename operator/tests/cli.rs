@@ -120,6 +120,7 @@ fn explain_all_lists_every_dialect_in_order() {
             "python-urllib",
             "python-requests",
             "python-httpx",
+            "node-axios",
             "node-proxy-from-env",
             "node-undici",
             "ruby",

@@ -303,7 +303,7 @@ async fn explains_each_container_of_a_live_workload() {
         ])
     );
     let xs = app["explanations"].as_array().expect("explanations");
-    assert_eq!(xs.len(), 11, "{app}");
+    assert_eq!(xs.len(), 12, "{app}");
     let go = xs.iter().find(|x| x["dialect"] == "go").expect("go");
     assert_eq!(go["proxy"], "http://legacy:***@old-proxy.example:8080");
     // Only an uppercase HTTPS_PROXY: wget reads only lowercase and Ruby's Net::HTTP reads
@@ -327,6 +327,7 @@ async fn explains_each_container_of_a_live_workload() {
             ("python-urllib", "proxy"),
             ("python-requests", "proxy"),
             ("python-httpx", "proxy"),
+            ("node-axios", "proxy"),
             ("node-proxy-from-env", "proxy"),
             ("node-undici", "proxy"),
             ("ruby", "direct"),

@@ -52,6 +52,7 @@ CLIENTS = [
     "python-urllib",
     "python-requests",
     "python-httpx",
+    "node-axios",
     "node-proxy-from-env",
     "node-undici",
     "ruby",
@@ -462,7 +463,10 @@ def make_runners() -> dict:
         "python-urllib": Batch("python-urllib", [venv_python(), str(HERE / "python" / "probe.py"), "urllib"]),
         "python-requests": Batch("python-requests", [venv_python(), str(HERE / "python" / "probe.py"), "requests"]),
         "python-httpx": Batch("python-httpx", [venv_python(), str(HERE / "python" / "probe.py"), "httpx"]),
-        "node-proxy-from-env": Batch("node-proxy-from-env", ["node", str(HERE / "node" / "probe.js"), "axios"], cwd=node_dir),
+        "node-axios": Batch("node-axios", ["node", str(HERE / "node" / "probe.js"), "axios"], cwd=node_dir),
+        "node-proxy-from-env": Batch(
+            "node-proxy-from-env", ["node", str(HERE / "node" / "probe.js"), "proxy-from-env"], cwd=node_dir
+        ),
         "node-undici": Batch("node-undici", ["node", str(HERE / "node" / "probe.js"), "undici"], cwd=node_dir),
         "ruby": Batch("ruby", ["ruby", str(HERE / "ruby" / "probe.rb")]),
         "rust-reqwest": PerProcess("rust-reqwest", lambda u: [reqwest_bin(), u]),

@@ -26,7 +26,7 @@ for o in data["observations"]:
     if o.get("hang"):
         ch += "H"
     rows.setdefault(o["case"], {})[o["client"]] = (ch, o)
-abbrev = [c.replace("python-", "py-").replace("node-proxy-from-env", "axios").replace("node-undici", "undici").replace("rust-reqwest", "reqwest") for c in clients]
+abbrev = [c.replace("python-", "py-").replace("node-axios", "axios").replace("node-proxy-from-env", "pfe").replace("node-undici", "undici").replace("rust-reqwest", "reqwest") for c in clients]
 w = max(len(k) for k in rows) if rows else 10
 print(" " * w + " " + " ".join(f"{a:>8s}" for a in abbrev))
 for case, cols in rows.items():

@@ -38,7 +38,10 @@ pub enum Dialect {
     PythonRequests,
     /// Python `httpx`.
     PythonHttpx,
-    /// Node.js `proxy-from-env` (used by axios).
+    /// axios (its own `shouldBypassProxy` in front of `proxy-from-env`).
+    NodeAxios,
+    /// The bare Node.js `proxy-from-env` package (`getProxyForUrl`), as used directly or by
+    /// libraries other than axios. Until the split it modelled axios: use `node-axios` for that.
     NodeProxyFromEnv,
     /// Node.js `undici` `EnvHttpProxyAgent`.
     NodeUndici,
@@ -50,7 +53,7 @@ pub enum Dialect {
 
 impl Dialect {
     /// Every dialect, in a fixed order (the order of `--dialect all`).
-    pub const ALL: [Dialect; 11] = [
+    pub const ALL: [Dialect; 12] = [
         Dialect::Portable,
         Dialect::Curl,
         Dialect::Wget,
@@ -58,6 +61,7 @@ impl Dialect {
         Dialect::PythonUrllib,
         Dialect::PythonRequests,
         Dialect::PythonHttpx,
+        Dialect::NodeAxios,
         Dialect::NodeProxyFromEnv,
         Dialect::NodeUndici,
         Dialect::Ruby,
@@ -74,6 +78,7 @@ impl Dialect {
             Dialect::PythonUrllib => "python-urllib",
             Dialect::PythonRequests => "python-requests",
             Dialect::PythonHttpx => "python-httpx",
+            Dialect::NodeAxios => "node-axios",
             Dialect::NodeProxyFromEnv => "node-proxy-from-env",
             Dialect::NodeUndici => "node-undici",
             Dialect::Ruby => "ruby",
@@ -92,7 +97,8 @@ impl Dialect {
             Dialect::PythonUrllib => "CPython 3.11.7 urllib.request",
             Dialect::PythonRequests => "requests 2.34.2 (PyPI) on CPython 3.11",
             Dialect::PythonHttpx => "httpx 0.29.0 (PyPI) on CPython 3.11",
-            Dialect::NodeProxyFromEnv => "axios 1.21.1 with proxy-from-env 2.1.0 (npm)",
+            Dialect::NodeAxios => "axios 1.21.1 with proxy-from-env 2.1.0 (npm)",
+            Dialect::NodeProxyFromEnv => "proxy-from-env 2.1.0 (npm), without axios",
             Dialect::NodeUndici => {
                 "undici 7.30.2 EnvHttpProxyAgent on node v20.20.2 (npm; 8.14.0 needs node >= 22.19)"
             }

@@ -358,7 +358,7 @@ fn express(dialect: Dialect, intent: &Intent) -> Option<Result<Expr, String>> {
 /// True when `dialect`'s spelling of host `name` also sends its subdomains direct.
 fn matches_subdomains_too(dialect: Dialect, name: &str) -> bool {
     match dialect {
-        Dialect::NodeProxyFromEnv => false,
+        Dialect::NodeAxios | Dialect::NodeProxyFromEnv => false,
         Dialect::PythonHttpx => name != "localhost",
         _ => true,
     }
@@ -747,7 +747,16 @@ mod tests {
 
     #[test]
     fn dialect_spellings() {
-        assert_eq!(r(Dialect::NodeProxyFromEnv, ".d").value, "d,.d");
+        // axios trims trailing dots; bare proxy-from-env needs the dotted spellings too.
+        assert_eq!(r(Dialect::NodeAxios, ".d").value, "d,.d");
+        assert_eq!(r(Dialect::NodeProxyFromEnv, ".d").value, "d,.d,d.,.d.");
+        // CIDRs: only axios' own check reads them.
+        let pfe = r(Dialect::NodeProxyFromEnv, "10.0.0.0/8,10.0.0.1");
+        assert_eq!((pfe.value.as_str(), pfe.uncovered.len()), ("10.0.0.1", 1));
+        assert_eq!(
+            r(Dialect::NodeAxios, "10.0.0.0/8,fd00::/8,10.0.0.1").value,
+            "10.0.0.0/8,fd00::/8"
+        );
         let undici = r(Dialect::NodeUndici, "*.d");
         assert_eq!((undici.value.as_str(), undici.uncovered.len()), ("", 1));
         assert_eq!(
@@ -767,6 +776,36 @@ mod tests {
         let h = r(Dialect::PythonHttpx, "fd00::/8,10.0.0.0/8,d:443");
         assert_eq!(h.value, "");
         assert_eq!(h.uncovered.len(), 3);
+    }
+
+    /// Policies that wrote `node-proxy-from-env` for axios before the split get the bare
+    /// package's value now: it still gives axios the intended decisions.
+    #[test]
+    fn proxy_from_env_values_hold_in_axios() {
+        let out = r(
+            Dialect::NodeProxyFromEnv,
+            ".corp.example,registry.internal,10.0.0.7,fd00::1,r.example:5000,*.sub.example",
+        );
+        for (url, want) in [
+            ("http://corp.example./", true),
+            ("http://a.corp.example/", true),
+            ("http://registry.internal./", true),
+            ("http://10.0.0.7/", true),
+            ("http://[fd00::1]/", true),
+            ("http://r.example:5000/", true),
+            ("http://a.sub.example./", true),
+            ("http://sub.example/", false),
+            ("http://xregistry.internal/", false),
+            ("http://r.example/", false),
+            ("http://example.org/", false),
+        ] {
+            assert_eq!(
+                direct(Dialect::NodeAxios, &out.value, url),
+                want,
+                "{url} {}",
+                out.value
+            );
+        }
     }
 
     /// `*.corp.example` (the apex routes through the proxy): each dialect writes it only
@@ -810,7 +849,14 @@ mod tests {
         }
         assert_eq!(
             exact,
-            ["wget", "go", "python-httpx", "node-proxy-from-env", "ruby"]
+            [
+                "wget",
+                "go",
+                "python-httpx",
+                "node-axios",
+                "node-proxy-from-env",
+                "ruby"
+            ]
         );
     }
 

@@ -1,10 +1,16 @@
 // Node.js client probe for the NO_PROXY conformance harness.
-// Usage: node probe.js axios|undici   (jobs as JSON lines on stdin: {"id","url","env"})
+// Usage: node probe.js axios|proxy-from-env|undici
+//        (jobs as JSON lines on stdin: {"id","url","env"})
 // The process starts with no proxy variables; before each job the previous job's
 // variables are removed and the job's set.
 //  axios : axios.get(url) with its defaults: the proxy comes from proxy-from-env's
 //          getProxyForUrl (bundled in axios) and axios' own NO_PROXY check. The bare
 //          proxy-from-env answer (the npm package) is reported as "pfe".
+//  proxy-from-env: the bare package, as code that uses it without axios does:
+//          getProxyForUrl(url) (the npm package, pinned in package.json), then the request
+//          for real with node's http/https: direct when it returns '', else to that proxy
+//          (absolute-form GET for http URLs, CONNECT for https URLs; Proxy-Authorization
+//          from the proxy URL's credentials). The answer is reported as "pfe".
 //  undici: a new EnvHttpProxyAgent per job (it reads the environment when built),
 //          undici.request(url, {dispatcher}).
 'use strict';
@@ -14,6 +20,53 @@ const path = require('path');
 
 const mode = process.argv[2];
 const ver = (p) => JSON.parse(fs.readFileSync(path.join(__dirname, 'node_modules', p, 'package.json'))).version;
+
+const TIMEOUT = 3000;
+
+// Resolves with the status code of `req`'s answer (or of a CONNECT), rejects on error/timeout.
+function settle(req, connect) {
+  return new Promise((resolve, reject) => {
+    req.setTimeout(TIMEOUT, () => req.destroy(new Error(`timeout after ${TIMEOUT} ms`)));
+    req.on('error', reject);
+    if (connect) {
+      req.on('connect', (res, socket) => { socket.destroy(); resolve(res.statusCode); });
+    }
+    req.on('response', (res) => { res.resume(); resolve(res.statusCode); });
+    req.end();
+  });
+}
+
+function direct(url) {
+  const u = new URL(url);
+  const mod = u.protocol === 'https:' ? require('https') : require('http');
+  return settle(mod.request(u, { method: 'GET', agent: false, rejectUnauthorized: false }), false);
+}
+
+function viaProxy(url, proxy) {
+  const u = new URL(url);
+  const p = new URL(proxy); // an unparsable proxy URL fails the request, as in any client
+  if (p.protocol !== 'http:' && p.protocol !== 'https:') {
+    throw new Error(`unsupported proxy protocol ${p.protocol}`);
+  }
+  const mod = p.protocol === 'https:' ? require('https') : require('http');
+  const headers = {};
+  if (p.username || p.password) {
+    const cred = `${decodeURIComponent(p.username)}:${decodeURIComponent(p.password)}`;
+    headers['Proxy-Authorization'] = `Basic ${Buffer.from(cred).toString('base64')}`;
+  }
+  const opts = {
+    host: p.hostname.replace(/^\[|\]$/g, ''),
+    port: p.port || (p.protocol === 'https:' ? 443 : 80),
+    agent: false,
+    rejectUnauthorized: false,
+    headers,
+  };
+  if (u.protocol === 'https:') {
+    const target = `${u.hostname}:${u.port || 443}`;
+    return settle(mod.request({ ...opts, method: 'CONNECT', path: target, headers: { ...headers, Host: target } }), true);
+  }
+  return settle(mod.request({ ...opts, method: 'GET', path: url, headers: { ...headers, Host: u.host } }), false);
+}
 
 async function main() {
   let one;
@@ -28,6 +81,13 @@ async function main() {
         timeout: 3000, maxRedirects: 0, validateStatus: () => true,
       });
       return r.status;
+    };
+  } else if (mode === 'proxy-from-env') {
+    pfe = require('proxy-from-env');
+    version = `proxy-from-env ${ver('proxy-from-env')}`;
+    one = async (url) => {
+      const proxy = pfe.getProxyForUrl(url);
+      return proxy ? viaProxy(url, proxy) : direct(url);
     };
   } else if (mode === 'undici') {
     const undici = require('undici');

@@ -3,6 +3,7 @@
 
 pub(crate) mod curl;
 pub(crate) mod go;
+pub(crate) mod node_axios;
 pub(crate) mod node_proxy_from_env;
 pub(crate) mod node_undici;
 pub(crate) mod python_httpx;
@@ -129,6 +130,7 @@ pub(crate) enum Model {
     PythonUrllib(python_urllib::Model),
     PythonRequests(python_requests::Model),
     PythonHttpx(python_httpx::Model),
+    NodeAxios(node_axios::Model),
     NodeProxyFromEnv(node_proxy_from_env::Model),
     NodeUndici(node_undici::Model),
     Ruby(ruby::Model),
@@ -146,6 +148,7 @@ impl Model {
             Dialect::PythonUrllib => Model::PythonUrllib(python_urllib::Model::new(env)),
             Dialect::PythonRequests => Model::PythonRequests(python_requests::Model::new(env)),
             Dialect::PythonHttpx => Model::PythonHttpx(python_httpx::Model::new(env)),
+            Dialect::NodeAxios => Model::NodeAxios(node_axios::Model::new(env)),
             Dialect::NodeProxyFromEnv => {
                 Model::NodeProxyFromEnv(node_proxy_from_env::Model::new(env))
             }
@@ -163,6 +166,7 @@ impl Model {
             Model::PythonUrllib(m) => m.decide(t),
             Model::PythonRequests(m) => m.decide(t),
             Model::PythonHttpx(m) => m.decide(t),
+            Model::NodeAxios(m) => m.decide(t),
             Model::NodeProxyFromEnv(m) => m.decide(t),
             Model::NodeUndici(m) => m.decide(t),
             Model::Ruby(m) => m.decide(t),
@@ -181,6 +185,7 @@ pub(crate) fn express(d: Dialect, intent: &Intent) -> Option<Result<Expr, String
         Dialect::PythonUrllib => python_urllib::express(intent),
         Dialect::PythonRequests => python_requests::express(intent),
         Dialect::PythonHttpx => python_httpx::express(intent),
+        Dialect::NodeAxios => node_axios::express(intent),
         Dialect::NodeProxyFromEnv => node_proxy_from_env::express(intent),
         Dialect::NodeUndici => node_undici::express(intent),
         Dialect::Ruby => ruby::express(intent),
@@ -192,7 +197,7 @@ pub(crate) fn express(d: Dialect, intent: &Intent) -> Option<Result<Expr, String
 /// CIDRs when rendering for it.
 pub(crate) fn cidr_support(d: Dialect) -> (bool, bool) {
     match d {
-        Dialect::Go | Dialect::RustReqwest => (true, true),
+        Dialect::Go | Dialect::RustReqwest | Dialect::NodeAxios => (true, true),
         Dialect::Curl | Dialect::PythonRequests | Dialect::Ruby => (true, false),
         _ => (false, false),
     }
