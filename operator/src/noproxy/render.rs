@@ -642,7 +642,14 @@ mod tests {
             .collect();
         // `*.apps.example`: some clients would send apps.example itself direct too;
         // `fd00::1`: Ruby cuts it into pieces that match other names.
-        let ignoring = ["wget", "python-urllib", "python-httpx", "node-undici"].map(String::from);
+        let ignoring = [
+            "wget",
+            "python-urllib",
+            "python-httpx",
+            "node-proxy-from-env",
+            "node-undici",
+        ]
+        .map(String::from);
         assert_eq!(
             uncovered,
             [
@@ -653,11 +660,9 @@ mod tests {
             ]
         );
         assert!(out.uncovered[0].reason.contains("apps.example itself"));
-        assert!(
-            out.uncovered[2]
-                .reason
-                .starts_with("written; wget, python-urllib, python-httpx, node-undici send it")
-        );
+        assert!(out.uncovered[2].reason.starts_with(
+            "written; wget, python-urllib, python-httpx, node-proxy-from-env, node-undici send it"
+        ));
         assert!(out.uncovered[3].reason.contains("Ruby cuts"));
         for (d, dec) in decide_all(&out.value, "http://10.100.0.1/") {
             let honours = !ignoring.contains(&d.name().to_owned());
