@@ -259,6 +259,36 @@ def values_reach_the_objects() -> None:
     expect({p["port"] for p in egress[1]["ports"]} == {53}, "dns")
 
 
+def discovery_sources_switch_flags_and_rbac() -> None:
+    def rules(objs: list[dict]) -> tuple[list[str], list[str]]:
+        cluster = one(objs, "ClusterRole", RELEASE)["rules"]
+        system = [r for o in find(objs, "Role") if o["metadata"]["namespace"] == "kube-system"
+                  for r in o["rules"]]
+        groups = [g for r in cluster for g in r["apiGroups"]]
+        resources = [f"{r['apiGroups'][0]}/{res}" for r in system for res in r["resources"]]
+        return groups, resources
+
+    objs = objects()
+    groups, system = rules(objs)
+    for g in ("config.openshift.io", "crd.projectcalico.org", "cilium.io"):
+        expect(g in groups, f"default ClusterRole lacks {g}: {groups}")
+    for r in ("/pods", "apps/deployments"):
+        expect(r in system, f"default kube-system Role lacks {r}: {system}")
+    expect(not [o for o in find(objs, "Role") if o["metadata"]["namespace"] == "openshift-dns"],
+           "an openshift-dns Role without OpenShift's API")
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    expect(not [a for a in args if a.startswith("--disable-discovery-source")], f"{args}")
+
+    objs = objects({"discoverySources": {"calico": False, "kubeApiserver": False}})
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    off = [a for a in args if a.startswith("--disable-discovery-source")]
+    expect(off == ["--disable-discovery-source=calico",
+                   "--disable-discovery-source=kube-apiserver"], f"{off}")
+    groups, system = rules(objs)
+    expect("crd.projectcalico.org" not in groups and "cilium.io" in groups, f"{groups}")
+    expect("/pods" not in system and "apps/deployments" in system, f"{system}")
+
+
 def notes_tell_how_to_opt_in() -> None:
     notes = render()[f"{RELEASE}/templates/NOTES.txt"]
     for needle in ("kubectl label namespace team-a egressproxy.io/enabled=true",
@@ -270,5 +300,6 @@ def run_all() -> None:
     for fn in (lint, schema_is_strict, the_crd_is_the_generated_one,
                deploy_rbac_is_the_chart_rendering, deploy_admission_is_the_chart_rendering,
                default_deployment, default_objects,
-               values_reach_the_objects, notes_tell_how_to_opt_in):
+               values_reach_the_objects, discovery_sources_switch_flags_and_rbac,
+               notes_tell_how_to_opt_in):
         check(fn.__name__, fn)
