@@ -292,6 +292,18 @@ pub fn managed_meta(policy: &EgressProxyPolicy) -> ObjectMeta {
 }
 
 /// Decides one reconcile.
+/// The domain NO_PROXY is rendered with: the spec's override, else the discovered one.
+fn rendered_domain<'a>(p: &'a EgressProxyPolicy, facts: &'a DiscoveredFacts) -> Option<&'a str> {
+    let spec = p
+        .spec
+        .no_proxy
+        .cluster_domain
+        .as_ref()
+        .filter(|d| !d.is_empty());
+    spec.or(facts.cluster_domain.as_ref().and_then(|f| f.values.first()))
+        .map(String::as_str)
+}
+
 pub fn plan(i: &Inputs) -> Plan {
     let p = i.policy;
     let mut plan = Plan {
@@ -344,15 +356,8 @@ pub fn plan(i: &Inputs) -> Plan {
         .into_iter()
         .filter(|v| applied::injectable(i, v))
         .collect();
-    // The domain NO_PROXY is rendered with: the spec's override, else the discovered one.
-    let domain = p
-        .spec
-        .no_proxy
-        .cluster_domain
-        .as_ref()
-        .filter(|d| !d.is_empty());
-    let domain = domain.or(facts.cluster_domain.as_ref().and_then(|f| f.values.first()));
-    let stage = match slots::stage(i, &rendered.value, &mine, domain.map(String::as_str)) {
+    let domain = rendered_domain(p, &facts);
+    let stage = match slots::stage(i, &rendered.value, &mine, domain) {
         Ok(stage) => stage,
         Err(blocker) => return blocked(plan, blocker, facts, None),
     };
