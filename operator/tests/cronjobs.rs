@@ -157,7 +157,10 @@ async fn a_cron_job_gets_the_variables_and_its_running_jobs_are_reported_untouch
     let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     let counts = p.status.as_ref().and_then(|s| s.workloads.clone()).unwrap();
     assert_eq!((counts.selected, counts.up_to_date), (1, 1));
-    assert!(env.count("list", "jobs") > 0, "the namespace's Jobs are read");
+    assert!(
+        env.count("list", "jobs") > 0,
+        "the namespace's Jobs are read"
+    );
 
     let cj = cron_job(&env, "nightly").await;
     let slot = |k: &str| (MANAGED.to_owned(), format!("slot.main.{k}"));

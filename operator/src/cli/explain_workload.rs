@@ -518,7 +518,7 @@ mod tests {
             ("shop/web", "expected NAMESPACE/KIND/NAME"),
             ("shop/deploy/web/x", "expected NAMESPACE/KIND/NAME"),
             ("/deploy/web", "expected NAMESPACE/KIND/NAME"),
-            ("shop/cronjob/web", "kind \"cronjob\" is not Deployment"),
+            ("shop/job/web", "kind \"job\" is not Deployment"),
         ] {
             let e = parse_workload(arg).unwrap_err().to_string();
             assert!(e.contains(err), "{arg}: {e}");
