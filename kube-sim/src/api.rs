@@ -192,7 +192,7 @@ pub(crate) fn create_with(
         (
             "apps",
             "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
-        ) | ("batch", "Job")
+        ) | ("batch", "Job" | "CronJob")
     );
     if rt.status
         && (rt.crd.is_some() || workload)

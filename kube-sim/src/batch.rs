@@ -1,5 +1,5 @@
-//! batch/v1 Job on write: the defaults, generated selector and labels, and validation a real
-//! API server applies.
+//! batch/v1 Job and CronJob on write: the defaults, generated selector and labels, and
+//! validation a real API server applies. (CronJobs are stored, never scheduled.)
 
 use std::collections::BTreeMap;
 
@@ -38,6 +38,56 @@ pub(crate) fn normalize_job(obj: &mut Value, old: Option<&Value>) -> ApiResult<(
     }
     let causes: Vec<(&str, String)> = causes.iter().map(|(f, m)| (*f, m.clone())).collect();
     Err(ApiError::invalid("Job.batch", &name, &causes))
+}
+
+/// Default and validate a CronJob: its own defaults, a schedule, and a job template whose
+/// Pods can run to completion. Nothing schedules it: no Job is ever created from it.
+pub(crate) fn normalize_cron_job(obj: &mut Value) -> ApiResult<()> {
+    let name = meta_str(obj, "name").unwrap_or_default().to_string();
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    if let Some(s) = obj["spec"].as_object_mut() {
+        for (k, v) in [
+            ("concurrencyPolicy", json!("Allow")),
+            ("suspend", json!(false)),
+            ("successfulJobsHistoryLimit", json!(3)),
+            ("failedJobsHistoryLimit", json!(1)),
+        ] {
+            s.entry(k).or_insert(v);
+        }
+    }
+    let spec = &obj["spec"];
+    let mut causes: Vec<(&str, String)> = Vec::new();
+    if spec
+        .get("schedule")
+        .and_then(Value::as_str)
+        .is_none_or(|s| s.trim().is_empty())
+    {
+        causes.push(("spec.schedule", "Required value".to_string()));
+    }
+    let pod = spec.pointer("/jobTemplate/spec/template/spec");
+    let containers = pod
+        .and_then(|p| p.get("containers"))
+        .and_then(Value::as_array);
+    if containers.is_none_or(|c| c.is_empty()) {
+        let f = "spec.jobTemplate.spec.template.spec.containers";
+        causes.push((f, "Required value".to_string()));
+    }
+    let policy = pod
+        .and_then(|p| p.get("restartPolicy"))
+        .and_then(Value::as_str);
+    if !matches!(policy, Some("OnFailure" | "Never")) {
+        let f = "spec.jobTemplate.spec.template.spec.restartPolicy";
+        let shown = policy.unwrap_or_default();
+        let m =
+            format!("Unsupported value: \"{shown}\": supported values: \"OnFailure\", \"Never\"");
+        causes.push((f, m));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid("CronJob.batch", &name, &causes))
 }
 
 fn defaults(spec: &mut Value) {
@@ -185,6 +235,45 @@ mod tests {
         json!({"metadata": {"name": "j", "uid": "u1"},
                "spec": {"template": {"spec": {"restartPolicy": policy,
                                               "containers": [{"name": "c", "image": "i"}]}}}})
+    }
+
+    fn cron_job() -> Value {
+        json!({"metadata": {"name": "nightly"},
+               "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "OnFailure",
+                   "containers": [{"name": "c", "image": "i"}]}}}}}})
+    }
+
+    #[test]
+    fn cron_job_defaults_and_validation() {
+        let mut c = cron_job();
+        normalize_cron_job(&mut c).expect("valid");
+        let s = &c["spec"];
+        assert_eq!(s["concurrencyPolicy"], json!("Allow"));
+        assert_eq!(s["suspend"], json!(false));
+        assert_eq!(
+            (
+                &s["successfulJobsHistoryLimit"],
+                &s["failedJobsHistoryLimit"]
+            ),
+            (&json!(3), &json!(1))
+        );
+        let mut bad = cron_job();
+        bad["spec"]["schedule"] = json!("");
+        bad["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
+        let e = normalize_cron_job(&mut bad).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message.contains("spec.schedule: Required value"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message
+                .contains("restartPolicy: Unsupported value: \"Always\""),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -59,6 +59,7 @@ fn all() -> HashMap<Key, KindSchema> {
             generate::<apps::ControllerRevision>(),
         ),
         (("batch", "v1", "Job"), generate::<batch::Job>()),
+        (("batch", "v1", "CronJob"), generate::<batch::CronJob>()),
         (
             ("discovery.k8s.io", "v1", "EndpointSlice"),
             generate::<discovery::EndpointSlice>(),

@@ -110,6 +110,7 @@ pub(crate) fn normalize(
             apps_defaults(kind, obj)
         }
         ("batch", "Job") => crate::batch::normalize_job(obj, old)?,
+        ("batch", "CronJob") => crate::batch::normalize_cron_job(obj)?,
         ("", "Namespace") => {
             if obj.pointer("/status/phase").is_none() {
                 obj["status"] = json!({"phase": "Active"});

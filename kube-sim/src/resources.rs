@@ -224,6 +224,7 @@ const BUILTINS: &[B] = &[
     B { group: "apps", version: "v1", plural: "daemonsets", kind: "DaemonSet", namespaced: true, short: &["ds"], status: true, scale: false },
     B { group: "apps", version: "v1", plural: "controllerrevisions", kind: "ControllerRevision", namespaced: true, short: &[], status: false, scale: false },
     B { group: "batch", version: "v1", plural: "jobs", kind: "Job", namespaced: true, short: &[], status: true, scale: false },
+    B { group: "batch", version: "v1", plural: "cronjobs", kind: "CronJob", namespaced: true, short: &["cj"], status: true, scale: false },
     B { group: "discovery.k8s.io", version: "v1", plural: "endpointslices", kind: "EndpointSlice", namespaced: true, short: &[], status: false, scale: false },
     B { group: "events.k8s.io", version: "v1", plural: "events", kind: "Event", namespaced: true, short: &["ev"], status: false, scale: false },
     B { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true, short: &[], status: false, scale: false },

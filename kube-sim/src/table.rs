@@ -157,7 +157,9 @@ fn ready(v: &Value) -> Value {
 }
 
 fn containers(v: &Value, field: &str) -> Value {
+    // A CronJob's Pods come from its job template.
     let cs = json_path(v, ".spec.template.spec.containers")
+        .or_else(|| json_path(v, ".spec.jobTemplate.spec.template.spec.containers"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -287,6 +289,32 @@ fn builtin_columns(kind: &str) -> Vec<Col> {
             col("Node", "string", 1, |v| s(v, ".spec.nodeName")),
         ],
         "Job" => job_columns(),
+        "CronJob" => vec![
+            col("Schedule", "string", 0, |v| s(v, ".spec.schedule")),
+            col("Timezone", "string", 0, |v| {
+                json!(
+                    json_path(v, ".spec.timeZone")
+                        .and_then(Value::as_str)
+                        .unwrap_or("<none>")
+                )
+            }),
+            col("Suspend", "boolean", 0, |v| {
+                json!(
+                    json_path(v, ".spec.suspend")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                )
+            }),
+            col("Active", "integer", 0, |v| {
+                let active = json_path(v, ".status.active").and_then(Value::as_array);
+                json!(active.map(Vec::len).unwrap_or(0))
+            }),
+            col("Last Schedule", "date", 0, |v| {
+                s(v, ".status.lastScheduleTime")
+            }),
+            col("Containers", "string", 1, |v| containers(v, "name")),
+            col("Images", "string", 1, |v| containers(v, "image")),
+        ],
         "Lease" => vec![col("Holder", "string", 0, |v| s(v, ".spec.holderIdentity"))],
         "CustomResourceDefinition" => vec![col("Created At", "date", 0, |v| {
             s(v, ".metadata.creationTimestamp")

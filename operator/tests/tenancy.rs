@@ -72,6 +72,18 @@ spec:
     credentials: [{{name: main, secretRef: {{name: corp-proxy, namespace: platform}}}}]
     active: main
 ---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {{name: nightly, namespace: {ns}}}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{{name: job, image: job:1}}]
+---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {{name: api, namespace: {ns}, labels: {{egress: proxied}}}}
@@ -238,6 +250,13 @@ fn attempts() -> Vec<(
     let privileged_pod = json!({"spec": {"template": {"spec": {"hostPID": true}}}});
     let account = json!({"spec": {"template": {"spec": {"serviceAccountName": "admin"}}}});
     let scale = json!({"spec": {"replicas": 0}});
+    let job_tpl = |pod: serde_json::Value| json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": pod}}}}});
+    let cron_env = job_tpl(json!({"containers":
+        [{"name": "job", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}));
+    let cron_image = job_tpl(json!({"containers": [{"name": "job", "image": "evil:1"}]}));
+    let cron_account = job_tpl(json!({"serviceAccountName": "admin"}));
+    let cron_schedule = json!({"spec": {"schedule": "* * * * *"}});
+    let cron_parallel = json!({"spec": {"jobTemplate": {"spec": {"parallelism": 50}}}});
     let policy_spec = json!({"spec": {"suspend": true}});
     let label = json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}});
     let probe = probe_job("0", |_| {});
@@ -508,6 +527,48 @@ fn attempts() -> Vec<(
             true,
         ),
         (
+            "set HTTPS_PROXY on a CronJob of an opted-in namespace",
+            "PATCH",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            Some(cron_env),
+            true,
+        ),
+        (
+            "change the image of a CronJob in an opted-in namespace",
+            "PATCH",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            Some(cron_image),
+            false,
+        ),
+        (
+            "run a CronJob's Jobs as another ServiceAccount",
+            "PATCH",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            Some(cron_account),
+            false,
+        ),
+        (
+            "change a CronJob's schedule",
+            "PATCH",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            Some(cron_schedule),
+            false,
+        ),
+        (
+            "change how many Pods a CronJob's Jobs run",
+            "PATCH",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            Some(cron_parallel),
+            false,
+        ),
+        (
+            "delete a CronJob in an opted-in namespace",
+            "DELETE",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            None,
+            false,
+        ),
+        (
             "create the leader-election Lease in the operator's namespace",
             "POST",
             "/apis/coordination.k8s.io/v1/namespaces/egress-proxy-system/leases",
@@ -665,6 +726,82 @@ spec:
         .expect("jobs");
     assert_eq!(jobs.items.len(), 1);
     op.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The proxy variables of the CronJob `report`'s pod template, by name.
+async fn cron_env(env: &Env) -> Vec<String> {
+    let api = Api::<k8s_openapi::api::batch::v1::CronJob>::namespaced(env.client.clone(), "team-a");
+    let cj = api.get("report").await.expect("get CronJob");
+    let spec = cj
+        .spec
+        .and_then(|s| s.job_template.spec)
+        .and_then(|s| s.template.spec);
+    let containers = spec.map(|s| s.containers).unwrap_or_default();
+    containers
+        .into_iter()
+        .flat_map(|c| c.env.unwrap_or_default())
+        .map(|e| e.name)
+        .collect()
+}
+
+/// A policy over a CronJob under the shipped RBAC and admission policy: the operator writes
+/// the job template's proxy variables, and takes them out again when the policy goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjobs_pass_the_shipped_rbac_and_admission_policy() {
+    let env = cluster().await;
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: nightly, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: nightly}}
+  workloadKinds: [CronJob]
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: report, namespace: team-a, labels: {egress: nightly}}
+spec:
+  schedule: "0 4 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: report, image: report:1, env: [{name: LEVEL, value: info}]}]
+"#,
+        )
+        .expect("policy and CronJob");
+    let dir = std::env::temp_dir().join(format!("epo-cron-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let op = Running::start(&env, &dir);
+    wait_reason(&env, "team-a", "nightly", "Reconciled").await;
+    let names = cron_env(&env).await;
+    for v in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+    ] {
+        assert!(names.iter().any(|n| n == v), "{v} not in {names:?}");
+    }
+    Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(env.client.clone(), "team-a")
+        .delete("nightly", &Default::default())
+        .await
+        .expect("delete policy");
+    eventually("the CronJob released", || async {
+        (cron_env(&env).await == ["LEVEL"]).then_some(())
+    })
+    .await;
+    let logs = op.stop();
+    assert!(!logs.contains("denied request"), "{logs}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

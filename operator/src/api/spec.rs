@@ -78,9 +78,10 @@ pub struct EgressProxyPolicySpec {
     /// an empty selector selects nothing, never everything.
     pub workload_selector: LabelSelector,
 
-    /// Kinds of workloads the selector applies to. Default: all three.
+    /// Kinds of workloads the selector applies to. Default: Deployment, StatefulSet and
+    /// DaemonSet; CronJob only when listed.
     #[serde(default = "default_workload_kinds")]
-    #[schemars(length(min = 1, max = 3))]
+    #[schemars(length(min = 1, max = 4))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub workload_kinds: Vec<WorkloadKind>,
 
@@ -142,6 +143,9 @@ pub enum WorkloadKind {
     StatefulSet,
     /// apps/v1 DaemonSet.
     DaemonSet,
+    /// batch/v1 CronJob: the proxy settings go into `spec.jobTemplate.spec.template`, so the
+    /// next Job it starts has them; Jobs already running keep the values they started with.
+    CronJob,
 }
 
 fn default_workload_kinds() -> Vec<WorkloadKind> {

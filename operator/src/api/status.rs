@@ -278,4 +278,11 @@ pub struct WorkloadCounts {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 20))]
     pub pending: Vec<String>,
+    /// Running Jobs that started with another proxy configuration, as `Job/name` (and the
+    /// CronJob that started it), at most 20: Jobs of a selected CronJob, and Jobs the
+    /// selector matches directly. A Job's template cannot change: they are never written and
+    /// finish with the values they started with. Refreshed at every reconcile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub old_jobs: Vec<String>,
 }

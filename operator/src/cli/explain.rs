@@ -34,8 +34,8 @@ pub struct ExplainArgs {
     /// environment is exactly these; otherwise this process's own environment is used.
     #[arg(long = "env", value_name = "NAME=VALUE", conflicts_with = "workload")]
     pub env: Vec<String>,
-    /// Explain for each container of a live workload (Deployment, StatefulSet, DaemonSet;
-    /// KIND also deploy, sts, ds), with the proxy variables it starts with.
+    /// Explain for each container of a live workload (Deployment, StatefulSet, DaemonSet,
+    /// CronJob; KIND also deploy, sts, ds, cj), with the proxy variables it starts with.
     #[arg(long, value_name = "NAMESPACE/KIND/NAME")]
     pub workload: Option<String>,
     /// With --workload: the kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodTemplateSpec, Secret};
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
@@ -48,7 +49,7 @@ impl std::fmt::Display for WorkloadRef {
 }
 
 /// Parses `NAMESPACE/KIND/NAME`; KIND is case-insensitive, singular, plural or short
-/// (`deploy`, `sts`, `ds`), optionally with `.apps`.
+/// (`deploy`, `sts`, `ds`, `cj`), optionally with `.apps` (`.batch` for CronJob).
 pub fn parse_workload(s: &str) -> anyhow::Result<WorkloadRef> {
     let parts: Vec<&str> = s.split('/').collect();
     let [namespace, kind, name] = parts[..] else {
@@ -59,7 +60,9 @@ pub fn parse_workload(s: &str) -> anyhow::Result<WorkloadRef> {
         "--workload {s:?}: expected NAMESPACE/KIND/NAME, e.g. shop/deploy/web"
     );
     let kind = parse_kind(kind).with_context(|| {
-        format!("--workload {s:?}: kind {kind:?} is not Deployment, StatefulSet or DaemonSet")
+        format!(
+            "--workload {s:?}: kind {kind:?} is not Deployment, StatefulSet, DaemonSet or CronJob"
+        )
     })?;
     Ok(WorkloadRef {
         namespace: namespace.to_owned(),
@@ -75,7 +78,10 @@ fn parse_kind(kind: &str) -> Option<WorkloadKind> {
         "deployment" | "deployments" | "deploy" => Some(WorkloadKind::Deployment),
         "statefulset" | "statefulsets" | "sts" => Some(WorkloadKind::StatefulSet),
         "daemonset" | "daemonsets" | "ds" => Some(WorkloadKind::DaemonSet),
-        _ => None,
+        _ => match k.strip_suffix(".batch").unwrap_or(k) {
+            "cronjob" | "cronjobs" | "cj" => Some(WorkloadKind::CronJob),
+            _ => None,
+        },
     }
 }
 
@@ -345,6 +351,11 @@ pub async fn read(client: Client, w: &WorkloadRef) -> anyhow::Result<Live> {
         WorkloadKind::DaemonSet => get::<DaemonSet>(&client, w)
             .await?
             .map(|d| (d.labels().clone(), d.spec.map(|s| s.template))),
+        WorkloadKind::CronJob => get::<CronJob>(&client, w).await?.map(|c| {
+            let labels = c.labels().clone();
+            let job = c.spec.and_then(|s| s.job_template.spec);
+            (labels, job.map(|j| j.template))
+        }),
     };
     let (labels, template) = found.with_context(|| format!("{w} not found"))?;
     let template = template.unwrap_or_default();
@@ -490,6 +501,8 @@ mod tests {
             ("shop/statefulset/web", WorkloadKind::StatefulSet),
             ("shop/ds/web", WorkloadKind::DaemonSet),
             ("shop/DaemonSets/web", WorkloadKind::DaemonSet),
+            ("shop/cj/web", WorkloadKind::CronJob),
+            ("shop/CronJobs.batch/web", WorkloadKind::CronJob),
         ] {
             let w = parse_workload(arg).unwrap();
             assert_eq!(
@@ -505,7 +518,7 @@ mod tests {
             ("shop/web", "expected NAMESPACE/KIND/NAME"),
             ("shop/deploy/web/x", "expected NAMESPACE/KIND/NAME"),
             ("/deploy/web", "expected NAMESPACE/KIND/NAME"),
-            ("shop/cronjob/web", "kind \"cronjob\" is not Deployment"),
+            ("shop/job/web", "kind \"job\" is not Deployment"),
         ] {
             let e = parse_workload(arg).unwrap_err().to_string();
             assert!(e.contains(err), "{arg}: {e}");

@@ -21,6 +21,7 @@ use futures::channel::mpsc;
 use futures::future::{FutureExt, Shared};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -273,6 +274,7 @@ impl Scope<'_> {
         let deployments = w.workloads::<Deployment>();
         let statefulsets = w.workloads::<StatefulSet>();
         let daemonsets = w.workloads::<DaemonSet>();
+        let cronjobs = w.workloads::<CronJob>();
         let namespaces = scope
             .is_none()
             .then(|| w.namespaces(&self.settings.namespace_selector));
@@ -289,6 +291,7 @@ impl Scope<'_> {
             deployments,
             statefulsets,
             daemonsets,
+            cronjobs,
             namespaces,
             tenancy: self.tenancy.clone(),
             discovery: self.discovery.clone(),

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, PodTemplateSpec, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
@@ -71,12 +72,20 @@ impl WorkloadView {
     }
 }
 
+/// Where the pod template's fields sit in managedFields.
+fn template_fields(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::CronJob => "/f:spec/f:jobTemplate/f:spec/f:template",
+        _ => "/f:spec/f:template",
+    }
+}
+
 /// What the operator's own managedFields entries (kept by [`strip_workload`]) own.
-fn owned(meta: &ObjectMeta) -> Option<Owned> {
+fn owned(meta: &ObjectMeta, kind: WorkloadKind) -> Option<Owned> {
     let entries = meta.managed_fields.as_ref()?;
     let mut owned = Owned::default();
     for f in entries.iter().filter_map(|e| e.fields_v1.as_ref()) {
-        let Some(tpl) = f.0.pointer("/f:spec/f:template") else {
+        let Some(tpl) = f.0.pointer(template_fields(kind)) else {
             continue;
         };
         let annotations = tpl.pointer("/f:metadata/f:annotations");
@@ -149,7 +158,7 @@ fn on_delete(strategy: Option<&str>) -> bool {
     strategy == Some("OnDelete")
 }
 
-/// A Deployment, StatefulSet or DaemonSet.
+/// A Deployment, StatefulSet, DaemonSet or CronJob.
 pub trait Workload: Resource<DynamicType = ()> + Clone {
     const KIND: WorkloadKind;
     fn view(&self) -> Option<WorkloadView>;
@@ -201,7 +210,7 @@ impl Workload for Deployment {
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
             rollout,
-            owned: owned(self.meta()),
+            owned: owned(self.meta(), Self::KIND),
         })
     }
 }
@@ -237,7 +246,7 @@ impl Workload for StatefulSet {
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
             rollout,
-            owned: owned(self.meta()),
+            owned: owned(self.meta(), Self::KIND),
         })
     }
 }
@@ -270,8 +279,66 @@ impl Workload for DaemonSet {
             template: spec.template.clone(),
             resource_version: self.meta().resource_version.clone(),
             rollout,
-            owned: owned(self.meta()),
+            owned: owned(self.meta(), Self::KIND),
         })
+    }
+}
+
+impl Workload for CronJob {
+    const KIND: WorkloadKind = WorkloadKind::CronJob;
+    /// A CronJob has no rollout: the next Job it starts takes the template as it is, so
+    /// it is rolled out as soon as its template is written.
+    fn view(&self) -> Option<WorkloadView> {
+        let spec = self.spec.as_ref()?;
+        let template = spec.job_template.spec.as_ref()?.template.clone();
+        Some(WorkloadView {
+            id: id_of(self, Self::KIND)?,
+            labels: self.labels().clone(),
+            template,
+            resource_version: self.meta().resource_version.clone(),
+            rollout: Rollout::RolledOut,
+            owned: owned(self.meta(), Self::KIND),
+        })
+    }
+}
+
+/// What the reconciler needs to know about one Job of the namespace: a Job's template
+/// cannot change, so a running one keeps the configuration it started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// The CronJob that started it (its controller ownerReference).
+    pub cron_job: Option<String>,
+    /// Its template's config-hash annotation.
+    pub hash: Option<String>,
+    /// Not finished: no `Complete` or `Failed` condition is true.
+    pub running: bool,
+}
+
+impl JobView {
+    pub fn of(job: &Job) -> JobView {
+        let owner = job.metadata.owner_references.iter().flatten();
+        let cron_job = owner
+            .filter(|o| o.kind == "CronJob" && o.controller == Some(true))
+            .map(|o| o.name.clone())
+            .next();
+        let template = job.spec.as_ref().map(|s| &s.template);
+        let hash = template
+            .and_then(|t| t.metadata.as_ref()?.annotations.as_ref()?.get(CONFIG_HASH))
+            .cloned();
+        let conditions = job.status.as_ref().and_then(|s| s.conditions.as_ref());
+        let finished = conditions
+            .into_iter()
+            .flatten()
+            .any(|c| matches!(c.type_.as_str(), "Complete" | "Failed") && c.status == "True");
+        JobView {
+            name: job.name_any(),
+            labels: job.labels().clone(),
+            cron_job,
+            hash,
+            running: !finished,
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -18,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::errors::{self, Category, Error};
-use super::objects::{self, DiscoverySources, Workload, WorkloadView};
+use super::objects::{self, DiscoverySources, JobView, Workload, WorkloadView};
 use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
     SlotRead,
@@ -151,6 +152,7 @@ struct Observation {
     secret: Observed<SecretData>,
     config_map: Observed<ConfigMapData>,
     workloads: Vec<WorkloadView>,
+    jobs: Vec<JobView>,
     recent: BTreeMap<WorkloadId, String>,
     previous: crate::api::EgressProxyPolicyStatus,
     new_key: Vec<u8>,
@@ -204,6 +206,7 @@ impl Executor {
             secret: &o.secret,
             config_map: &o.config_map,
             workloads: &o.workloads,
+            jobs: &o.jobs,
             recent: &o.recent,
             previous: &o.previous,
             new_key: &o.new_key,
@@ -237,6 +240,29 @@ impl Executor {
             }
         }
         Ok(out)
+    }
+
+    /// The namespace's Jobs, when the policy may select CronJobs: a running Job keeps the
+    /// configuration it started with, and status names those on an old one. Not readable
+    /// (no tenant role): none.
+    async fn jobs(&self) -> Result<Vec<JobView>, Error> {
+        if !self
+            .policy
+            .spec
+            .workload_kinds
+            .contains(&WorkloadKind::CronJob)
+        {
+            return Ok(Vec::new());
+        }
+        let api: Api<Job> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        match api.list(&ListParams::default()).await {
+            Ok(list) => Ok(list.items.iter().map(JobView::of).collect()),
+            Err(e) if errors::category_of(&e) == Category::Forbidden => Ok(Vec::new()),
+            Err(e) => Err(Error::kube(
+                "listing",
+                format!("Jobs in namespace {}", self.ns),
+            )(e)),
+        }
     }
 
     /// Reads what the plan needs. Remembered writes are read before the caches: a watch
@@ -285,6 +311,11 @@ impl Executor {
             secret,
             config_map,
             workloads: self.workloads(),
+            jobs: if active {
+                self.jobs().await?
+            } else {
+                Vec::new()
+            },
             recent,
             previous,
             new_key: workloads::hash::new_key().map_err(|_| Error::Random)?,
@@ -409,7 +440,7 @@ impl Executor {
         Ok(read(Some(content), credentials::parse_source(&shown, data)))
     }
 
-    /// Every Deployment, StatefulSet and DaemonSet of the namespace, sorted by id.
+    /// Every Deployment, StatefulSet, DaemonSet and CronJob of the namespace, sorted by id.
     fn workloads(&self) -> Vec<WorkloadView> {
         fn of<K: Workload>(store: &Store<K>, ns: &str) -> Vec<WorkloadView> {
             store
@@ -422,6 +453,7 @@ impl Executor {
         let mut v = of(&self.ctx.deployments, &self.ns);
         v.extend(of(&self.ctx.statefulsets, &self.ns));
         v.extend(of(&self.ctx.daemonsets, &self.ns));
+        v.extend(of(&self.ctx.cronjobs, &self.ns));
         v.sort_by(|a, b| a.id.cmp(&b.id));
         v
     }
@@ -503,6 +535,7 @@ impl Executor {
             WorkloadKind::Deployment => rv(&self.ctx.deployments, id),
             WorkloadKind::StatefulSet => rv(&self.ctx.statefulsets, id),
             WorkloadKind::DaemonSet => rv(&self.ctx.daemonsets, id),
+            WorkloadKind::CronJob => rv(&self.ctx.cronjobs, id),
         }
     }
 
@@ -528,6 +561,7 @@ impl Executor {
             WorkloadKind::DaemonSet => {
                 patch_rv::<DaemonSet>(c, ns, &id.name, &params, &patch).await
             }
+            WorkloadKind::CronJob => patch_rv::<CronJob>(c, ns, &id.name, &params, &patch).await,
         }
     }
 

@@ -16,6 +16,7 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
@@ -51,6 +52,7 @@ pub struct Ctx {
     pub(crate) deployments: Store<Deployment>,
     pub(crate) statefulsets: Store<StatefulSet>,
     pub(crate) daemonsets: Store<DaemonSet>,
+    pub(crate) cronjobs: Store<CronJob>,
     /// Admitted namespaces (label-selected watch); unused with an explicit list.
     pub(crate) namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
     /// The managed Secrets and ConfigMaps of each namespace, and source Secret wake-ups.
@@ -98,6 +100,7 @@ impl Ctx {
         let _ = self.deployments.wait_until_ready().await;
         let _ = self.statefulsets.wait_until_ready().await;
         let _ = self.daemonsets.wait_until_ready().await;
+        let _ = self.cronjobs.wait_until_ready().await;
         if let Some(ns) = &self.namespaces {
             let _ = ns.wait_until_ready().await;
         }

@@ -10,6 +10,7 @@ use super::{
     CONFIG_HASH, CREDENTIAL_SLOT, EncodeError, Original, PROXY_VARS, WorkloadId, containers,
     encode, is_ours, kind_name, replacing,
 };
+use crate::api::WorkloadKind;
 use crate::credentials::hex;
 
 /// Prefix of the managed Secret's data keys holding [`Original`]s.
@@ -22,6 +23,7 @@ const MAX_KEY: usize = 253;
 /// annotations. `None` when
 /// the template carries nothing of ours. The patch may contain restored values: never log it.
 pub fn cleanup_patch(
+    kind: WorkloadKind,
     template: &PodTemplateSpec,
     managed: &str,
     originals: &[Original],
@@ -55,7 +57,7 @@ pub fn cleanup_patch(
     if !spec.is_empty() {
         tpl["spec"] = Value::Object(spec);
     }
-    Ok(Some(json!({"spec": {"template": tpl}})))
+    Ok(Some(super::at_template(kind, tpl)))
 }
 
 /// The patch entry that takes our `var` out of `container`: the container's original entry

@@ -57,6 +57,24 @@ pub(crate) fn kind_name(kind: WorkloadKind) -> &'static str {
         WorkloadKind::Deployment => "Deployment",
         WorkloadKind::StatefulSet => "StatefulSet",
         WorkloadKind::DaemonSet => "DaemonSet",
+        WorkloadKind::CronJob => "CronJob",
+    }
+}
+
+/// The kind's `apiVersion`.
+pub(crate) fn api_version(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::CronJob => "batch/v1",
+        _ => "apps/v1",
+    }
+}
+
+/// `{"spec": {"template": template}}`, or for a CronJob
+/// `{"spec": {"jobTemplate": {"spec": {"template": template}}}}`: where the pod template sits.
+pub(crate) fn at_template(kind: WorkloadKind, template: Value) -> Value {
+    match kind {
+        WorkloadKind::CronJob => json!({"spec": {"jobTemplate": {"spec": {"template": template}}}}),
+        _ => json!({"spec": {"template": template}}),
     }
 }
 
@@ -356,7 +374,7 @@ pub fn plan(
         .collect();
     let replaces = !overridden.is_empty() || plans.iter().any(|p| !p.stale.is_empty());
     let write = if replaces {
-        Write::Patch(patch_body(&plans, inj)?)
+        Write::Patch(patch_body(id, &plans, inj)?)
     } else if plans.iter().all(|p| p.up_to_date)
         && current_hash(template) == Some(inj.hash)
         && annotation(template, CREDENTIAL_SLOT) == Some(&slot_annotation(inj.managed, inj.slot))
@@ -431,15 +449,14 @@ fn apply_body(
         let c = &p.container.name;
         p.desired.iter().map(|e| encode(c, &e.name, e)).collect()
     })?;
-    Ok(json!({
-        "apiVersion": "apps/v1",
-        "kind": kind_name(id.kind),
-        "metadata": {"name": id.name, "namespace": id.namespace},
-        "spec": {"template": {
-            "metadata": {"annotations": annotations(inj)},
-            "spec": spec,
-        }},
-    }))
+    let mut body = at_template(
+        id.kind,
+        json!({"metadata": {"annotations": annotations(inj)}, "spec": spec}),
+    );
+    body["apiVersion"] = json!(api_version(id.kind));
+    body["kind"] = json!(kind_name(id.kind));
+    body["metadata"] = json!({"name": id.name, "namespace": id.namespace});
+    Ok(body)
 }
 
 /// A strategic-merge patch value that turns `old` into `new`: keys of `old` missing from
@@ -482,7 +499,11 @@ fn replacing_entry(c: &Container, desired: &EnvVar) -> Result<Value, EncodeError
     }))
 }
 
-fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Result<Value, EncodeError> {
+fn patch_body(
+    id: &WorkloadId,
+    plans: &[ContainerPlan],
+    inj: &Injection,
+) -> Result<Value, EncodeError> {
     let spec = pod_spec(plans, |p| {
         let mut out = Vec::new();
         for d in &p.desired {
@@ -496,8 +517,8 @@ fn patch_body(plans: &[ContainerPlan], inj: &Injection) -> Result<Value, EncodeE
         }
         Ok(out)
     })?;
-    Ok(json!({"spec": {"template": {
-        "metadata": {"annotations": annotations(inj)},
-        "spec": spec,
-    }}}))
+    Ok(at_template(
+        id.kind,
+        json!({"metadata": {"annotations": annotations(inj)}, "spec": spec}),
+    ))
 }

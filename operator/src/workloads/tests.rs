@@ -17,7 +17,7 @@ fn plan(id: &WorkloadId, t: &PodTemplateSpec, inj: &Injection) -> Plan {
 }
 
 fn cleanup_patch(t: &PodTemplateSpec, m: &str, o: &[Original]) -> Option<Value> {
-    super::cleanup_patch(t, m, o).expect("encodes")
+    super::cleanup_patch(crate::api::WorkloadKind::Deployment, t, m, o).expect("encodes")
 }
 
 fn id() -> WorkloadId {

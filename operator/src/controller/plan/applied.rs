@@ -12,8 +12,10 @@ use super::{
     Change, ConfigMapData, FINALIZER, Inputs, Plan, SecretData, Unwritable, Verdict, WorkloadWrite,
     labelled_for, left_behind, managed_meta, own_names, release, selects_with,
 };
+use crate::api::WorkloadKind;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy, VerificationStatus};
-use crate::controller::objects::{Rollout, WorkloadView};
+use crate::controller::objects::{JobView, Rollout, WorkloadView};
+use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::noproxy::Rendered;
 use crate::rotation::Gate;
 use crate::workloads::{self, Injection, Original, WorkloadId, Write};
@@ -39,6 +41,8 @@ pub(super) struct Applied {
     pub conflicts: Vec<String>,
     /// Names in `spec.containers` that no managed workload has (a typo, most likely).
     pub unknown_containers: Vec<String>,
+    /// Running Jobs on another configuration, which cannot be written ([`old_jobs`]).
+    pub old_jobs: Vec<String>,
     /// The credential slots and the rotation.
     pub slots: Box<Stage>,
     /// The latest finished verification, and what a running one waits on.
@@ -136,6 +140,7 @@ pub(super) fn plan(
         }
     }
     applied.unknown_containers = unknown_containers(i, selector);
+    applied.old_jobs = old_jobs(i, selector, &applied);
     // The finalizer comes first, even while paused: workloads may already carry entries.
     plan.add_finalizer = !i.policy.finalizers().iter().any(|f| f == FINALIZER);
     // A paused policy writes no managed Secret: a probe could not read the slot under test.
@@ -180,6 +185,7 @@ fn applied(i: &Inputs, rendered: Rendered, stage: Stage, facts: DiscoveredFacts)
         overlaps: Vec::new(),
         conflicts: Vec::new(),
         unknown_containers: Vec::new(),
+        old_jobs: Vec::new(),
         slots: Box::new(stage),
         verification: verify::latest(i).cloned(),
         probe_note: match i.probe {
@@ -340,6 +346,40 @@ fn inject(
         write: decided.write,
         marker: applied.hash.clone(),
     }))
+}
+
+/// The running Jobs the policy selects but cannot change (a Job's template is immutable)
+/// whose template carries another configuration than `a.hash`: Jobs started by a CronJob it
+/// injects into, and Jobs its selector matches directly (never the operator's own probe
+/// Jobs). They finish with the values they started with; the next Job starts with the new.
+fn old_jobs(i: &Inputs, selector: &Selector, a: &Applied) -> Vec<String> {
+    use kube::core::SelectorExt;
+    let own = own_names(i.policy);
+    let injected = |name: &str| {
+        i.workloads.iter().any(|v| {
+            v.id.kind == WorkloadKind::CronJob
+                && v.id.name == name
+                && a.mine.iter().any(|m| m.id == v.id)
+                && (workloads::has_entries(&v.template, &own)
+                    || a.mine.iter().any(|m| m.id == v.id && m.needs_write))
+        })
+    };
+    let probe =
+        |j: &JobView| j.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+    let mut jobs: Vec<String> = i
+        .jobs
+        .iter()
+        .filter(|j| j.running && j.hash.as_deref() != Some(a.hash.as_str()))
+        .filter_map(|j| match &j.cron_job {
+            Some(c) if injected(c) => Some(format!("Job/{} (CronJob/{c})", j.name)),
+            None if !probe(j) && !selector.selects_all() && selector.matches(&j.labels) => {
+                Some(format!("Job/{}", j.name))
+            }
+            _ => None,
+        })
+        .collect();
+    jobs.sort();
+    jobs
 }
 
 fn has_container(v: &WorkloadView, name: &str) -> bool {

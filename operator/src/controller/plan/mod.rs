@@ -31,7 +31,7 @@ pub use slots::SlotRead;
 
 use super::FINALIZER;
 
-use super::objects::WorkloadView;
+use super::objects::{JobView, WorkloadView};
 use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy, EgressProxyPolicyStatus};
 use crate::credentials::{self, MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
@@ -117,6 +117,8 @@ pub struct Inputs<'a> {
     pub config_map: &'a Observed<ConfigMapData>,
     /// Every workload of the namespace (in any order).
     pub workloads: &'a [WorkloadView],
+    /// The Jobs of the namespace when the policy may select CronJobs (else empty).
+    pub jobs: &'a [JobView],
     /// Writes to workloads the caches have not seen yet: the hash written, or [`CLEANED`].
     pub recent: &'a BTreeMap<WorkloadId, String>,
     pub previous: &'a EgressProxyPolicyStatus,
@@ -505,7 +507,7 @@ fn release(
         .into_iter()
         .map(|(_, o)| o)
         .collect();
-    let patch = workloads::cleanup_patch(&v.ours_only(), &own, &originals)
+    let patch = workloads::cleanup_patch(v.id.kind, &v.ours_only(), &own, &originals)
         .map_err(|e| (v.id.clone(), e.to_string()))?;
     let Some(patch) = patch else {
         return Ok(None);

@@ -248,6 +248,7 @@ fn applied_status(
             selected: a.mine.len() as i32 + a.held.len() as i32,
             up_to_date,
             pending: pending.iter().take(LISTED).cloned().collect(),
+            old_jobs: a.old_jobs.iter().take(LISTED).cloned().collect(),
         }),
         verification: a.verification.clone(),
     };
@@ -260,6 +261,7 @@ fn applied_status(
         unknown_containers: &a.unknown_containers,
         conflicts: &a.conflicts,
         failures: &failures,
+        old_jobs: &a.old_jobs,
     });
     verify::conditions(a, &mut decided);
     (status, decided, requeue(a))
@@ -364,10 +366,25 @@ struct Outcome<'a> {
     unknown_containers: &'a [String],
     conflicts: &'a [String],
     failures: &'a [String],
+    old_jobs: &'a [String],
+}
+
+/// The Ready reason and message of an applied policy, with the running Jobs that keep an
+/// old configuration (they change nothing about readiness: the next Job starts anew).
+fn ready(o: &Outcome) -> (&'static str, String) {
+    let (reason, mut message) = ready_first(o);
+    if !o.old_jobs.is_empty() {
+        message.push_str(&format!(
+            "; {} running Job(s) cannot change and finish with the previous proxy configuration: {}",
+            o.old_jobs.len(),
+            list(o.old_jobs)
+        ));
+    }
+    (reason, message)
 }
 
 /// The Ready reason and message of an applied policy, most urgent first.
-fn ready(o: &Outcome) -> (&'static str, String) {
+fn ready_first(o: &Outcome) -> (&'static str, String) {
     let n = o.pending.len();
     if !o.failures.is_empty() {
         let m = format!("updating failed for {}", list(o.failures));

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::{RotationPhase, WorkloadKind};
-use crate::controller::objects::{Owned, Rollout};
+use crate::controller::objects::{JobView, Owned, Rollout};
 use crate::credentials::{CredentialError, ProxyUrls};
 use crate::discovery::{NodeInputs, Overrides};
 use crate::workloads::{CONFIG_HASH, CREDENTIAL_SLOT};
@@ -119,6 +119,7 @@ struct World {
     secret: Observed<SecretData>,
     config_map: Observed<ConfigMapData>,
     workloads: Vec<WorkloadView>,
+    jobs: Vec<JobView>,
     recent: BTreeMap<WorkloadId, String>,
     previous: EgressProxyPolicyStatus,
     new_key: Vec<u8>,
@@ -142,6 +143,7 @@ impl World {
             secret: Observed::default(),
             config_map: Observed::default(),
             workloads,
+            jobs: Vec::new(),
             recent: BTreeMap::new(),
             previous: EgressProxyPolicyStatus::default(),
             new_key: KEY.to_vec(),
@@ -195,6 +197,7 @@ impl World {
             secret: &self.secret,
             config_map: &self.config_map,
             workloads: &self.workloads,
+            jobs: &self.jobs,
             recent: &self.recent,
             previous: &self.previous,
             new_key: &self.new_key,
@@ -264,7 +267,11 @@ fn written(t: &PodTemplateSpec, w: &Write) -> PodTemplateSpec {
         Write::None => return t.clone(),
     };
     let mut out = serde_json::to_value(t).expect("template");
-    let tpl = &body["spec"]["template"];
+    let spec = &body["spec"];
+    let tpl = match spec.get("jobTemplate") {
+        Some(job) => &job["spec"]["template"],
+        None => &spec["template"],
+    };
     let ann = &mut out["metadata"]["annotations"];
     for key in [CONFIG_HASH, CREDENTIAL_SLOT] {
         let value = tpl["metadata"]["annotations"][key].clone();
@@ -2032,4 +2039,140 @@ mod verification {
             ProbeRun::Running("Pod j-abcde waiting: ErrImagePull (not found)".into())
         );
     }
+}
+
+// --- CronJobs ---
+
+fn nightly() -> WorkloadView {
+    workload(
+        WorkloadKind::CronJob,
+        "nightly",
+        json!({"egress": "proxied"}),
+        json!([{"name": "report", "image": "report:1"}]),
+    )
+}
+
+/// A policy for CronJobs (and Deployments), settled with `nightly` and `api` injected.
+fn cron_world() -> World {
+    let spec = json!({"workloadKinds": ["Deployment", "CronJob"]});
+    let mut w = World::new(spec, vec![nightly(), proxied("api")]);
+    w.settle();
+    w.settle();
+    w
+}
+
+fn job(name: &str, cron_job: Option<&str>, hash: Option<&str>, labels: Value) -> JobView {
+    JobView {
+        name: name.into(),
+        labels: serde_json::from_value(labels).expect("labels"),
+        cron_job: cron_job.map(str::to_owned),
+        hash: hash.map(str::to_owned),
+        running: true,
+    }
+}
+
+#[test]
+fn a_cron_job_is_written_at_its_job_template_and_has_no_rollout_to_wait_for() {
+    let spec = json!({"workloadKinds": ["CronJob"]});
+    let mut w = World::new(spec, vec![nightly(), proxied("api")]);
+    let p = w.plan();
+    assert_eq!(
+        ids(&p),
+        ["CronJob/nightly"],
+        "the Deployment is not a kind listed"
+    );
+    let Write::Apply(body) = &p.writes[0].write else {
+        panic!("server-side apply")
+    };
+    assert_eq!(
+        (&body["apiVersion"], &body["kind"]),
+        (&json!("batch/v1"), &json!("CronJob"))
+    );
+    assert!(body["spec"].get("template").is_none(), "{body}");
+    let tpl = &body["spec"]["jobTemplate"]["spec"]["template"];
+    assert!(tpl["metadata"]["annotations"][CONFIG_HASH].is_string());
+    let env = tpl["spec"]["containers"][0]["env"].as_array().expect("env");
+    assert_eq!(env.len(), 6);
+    assert_eq!(env[0]["valueFrom"]["secretKeyRef"]["name"], OWN);
+    w.settle();
+    w.settle();
+    let counts = w.previous.workloads.clone().expect("counts");
+    assert_eq!(
+        (counts.selected, counts.up_to_date),
+        (1, 1),
+        "up to date once written"
+    );
+    assert!(counts.pending.is_empty());
+    // Steady: nothing to write, no early requeue.
+    let p = w.plan();
+    assert!(p.writes.is_empty());
+    assert_eq!(p.report(&[], &now()).requeue, Requeue::Resync);
+    assert_eq!(hash_of(&w.workloads[1]), None);
+}
+
+#[test]
+fn running_jobs_on_an_old_configuration_are_reported_and_never_written() {
+    let mut w = cron_world();
+    let current = hash_of(w.workload("nightly")).expect("nightly injected");
+    let mut finished = job("nightly-1", Some("nightly"), Some("old"), json!({}));
+    finished.running = false;
+    w.jobs = vec![
+        job("nightly-2", Some("nightly"), Some("old"), json!({})),
+        job("nightly-3", Some("nightly"), Some(&current), json!({})),
+        finished,
+        job("adhoc", None, None, json!({"egress": "proxied"})),
+        job("other-1", Some("other"), None, json!({"egress": "proxied"})),
+        job("plain", None, None, json!({"app": "plain"})),
+        job(
+            "egress-proxy-verify-1",
+            None,
+            None,
+            json!({"egress": "proxied", MANAGED_BY_LABEL: MANAGED_BY}),
+        ),
+    ];
+    let p = w.plan();
+    assert!(
+        p.writes.is_empty(),
+        "a Job is never written: {:?}",
+        p.writes
+    );
+    let r = p.report(&[], &now());
+    assert_eq!(ready(&r), ("True".into(), reason::RECONCILED.into()));
+    let status = r.status.expect("status");
+    assert_eq!(
+        status.workloads.expect("counts").old_jobs,
+        ["Job/adhoc", "Job/nightly-2 (CronJob/nightly)"]
+    );
+    let message = &status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready")
+        .message;
+    assert_eq!(
+        message,
+        "2 workload(s) run the current proxy configuration; 2 running Job(s) cannot change and \
+         finish with the previous proxy configuration: Job/adhoc, Job/nightly-2 (CronJob/nightly)"
+    );
+}
+
+#[test]
+fn a_released_cron_job_is_patched_at_its_job_template() {
+    let mut w = cron_world();
+    w.workload("nightly").labels.clear();
+    let p = w.plan();
+    assert_eq!(ids(&p), ["CronJob/nightly"]);
+    assert!(p.writes[0].is_release());
+    let Write::Patch(body) = &p.writes[0].write else {
+        panic!("strategic merge patch")
+    };
+    let tpl = &body["spec"]["jobTemplate"]["spec"]["template"];
+    assert_eq!(tpl["metadata"]["annotations"][CONFIG_HASH], Value::Null);
+    assert!(tpl["metadata"]["annotations"].get(CONFIG_HASH).is_some());
+    let env = tpl["spec"]["containers"][0]["env"].as_array().expect("env");
+    assert!(env.iter().all(|e| e["$patch"] == "delete"), "{env:?}");
+    assert_eq!(env.len(), 6);
+    w.settle();
+    assert_eq!(hash_of(w.workload("nightly")), None);
+    assert!(env_names(w.workload("nightly"), "report").is_empty());
 }
