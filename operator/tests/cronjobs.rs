@@ -146,10 +146,12 @@ fn old_jobs(p: &egress_proxy_operator::api::EgressProxyPolicy) -> Vec<String> {
 async fn a_cron_job_gets_the_variables_and_its_running_jobs_are_reported_untouched() {
     let env = Env::new(BASE).await;
     let jobs = create_jobs(&env).await;
-    let versions = |jobs: Vec<Job>| -> Vec<(String, Option<String>)> {
-        let v = jobs
-            .into_iter()
-            .map(|j| (j.name_any(), j.resource_version()));
+    // A Job's spec as written (its status moves on while kube-sim's Job controller runs it).
+    let versions = |jobs: Vec<Job>| -> Vec<(String, Option<i64>, String)> {
+        let v = jobs.into_iter().map(|j| {
+            let spec = serde_json::to_string(&j.spec).unwrap();
+            (j.name_any(), j.metadata.generation, spec)
+        });
         v.collect()
     };
     let before = versions(jobs.list(&Default::default()).await.unwrap().items);
