@@ -7,11 +7,9 @@ use std::sync::Arc;
 use futures::channel::mpsc;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::ListParams;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, CustomResource, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
@@ -65,9 +63,24 @@ pub struct InfrastructureStatus {
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default)]
 #[kube(group = "crd.projectcalico.org", version = "v1", kind = "IPPool")]
 #[kube(schema = "disabled")]
+#[serde(rename_all = "camelCase")]
 pub struct IPPoolSpec {
     #[serde(default)]
     pub cidr: String,
+    /// No new addresses are given from a disabled pool.
+    #[serde(default)]
+    pub disabled: bool,
+    /// What the pool's addresses are for; absent means `Workload` and `Tunnel`.
+    #[serde(default)]
+    pub allowed_uses: Option<Vec<String>>,
+}
+
+impl IPPoolSpec {
+    /// Whether Pods get addresses from this pool.
+    fn for_pods(&self) -> bool {
+        let uses = self.allowed_uses.as_ref();
+        !self.disabled && uses.is_none_or(|u| u.iter().any(|x| x == "Workload"))
+    }
 }
 
 /// Cilium's per-node state (`ciliumnodes.cilium.io`).
@@ -98,15 +111,40 @@ pub(crate) struct PlatformCaches {
     kube_dns: Option<Store<Deployment>>,
 }
 
-/// Whether the cluster serves `K`: a CRD that is not installed answers 404. Any other answer
-/// counts as served (a refusal then shows as a watch error and the fact as not found).
+/// Whether the cluster serves `K`, asked of API discovery (readable by every authenticated
+/// user): a list would answer 403 before 404 where RBAC names the objects, as for OpenShift's
+/// configs. A discovery error counts as not served, and says so.
 async fn served<K>(client: &Client) -> bool
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()>,
 {
-    let lp = ListParams::default().limit(1);
-    let listed = Api::<K>::all(client.clone()).list_metadata(&lp).await;
-    !matches!(listed, Err(kube::Error::Api(s)) if s.code == 404)
+    let (group_version, plural) = (K::api_version(&()), K::plural(&()));
+    match client.list_api_group_resources(&group_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == plural),
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(e) => {
+            let error = super::errors::describe(&e);
+            tracing::info!(%group_version, %error, "discovery source not read: API discovery failed");
+            false
+        }
+    }
+}
+
+/// Whether the operator may read the ConfigMap `ns/name`: where the chart could not tell that
+/// a namespace exists (OpenShift's `openshift-dns` under `helm template`), its Role may be
+/// missing, and a watch would then be refused for ever.
+async fn readable(client: &Client, ns: &str, name: &str) -> bool {
+    match Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+    {
+        Ok(_) => true,
+        Err(e) => {
+            let error = super::errors::describe(&e);
+            tracing::info!(configmap = %format!("{ns}/{name}"), %error, "discovery source not read");
+            false
+        }
+    }
 }
 
 /// The pieces [`start`] needs from the caller.
@@ -133,10 +171,12 @@ pub(crate) async fn start(s: Start<'_>) -> PlatformCaches {
     if on(PlatformSource::Openshift) && served::<Network>(s.client).await {
         out.networks = crd!(Network, by_name("cluster"));
         out.infrastructures = crd!(Infrastructure, by_name("cluster"));
-        let dns = Api::<ConfigMap>::namespaced(s.client.clone(), "openshift-dns");
-        let events = watcher(dns, by_name("dns-default"));
-        out.config_maps
-            .push(cache(s.tasks, s.metrics, events, strip, ping(s.changed)));
+        if readable(s.client, "openshift-dns", "dns-default").await {
+            let dns = Api::<ConfigMap>::namespaced(s.client.clone(), "openshift-dns");
+            let events = watcher(dns, by_name("dns-default"));
+            out.config_maps
+                .push(cache(s.tasks, s.metrics, events, strip, ping(s.changed)));
+        }
     }
     if on(PlatformSource::Calico) && served::<IPPool>(s.client).await {
         out.ip_pools = crd!(IPPool, config());
@@ -182,6 +222,7 @@ fn strip_pod(p: &mut Pod) {
     if let Some(spec) = p.spec.as_mut() {
         spec.volumes = None;
         spec.init_containers = None;
+        spec.ephemeral_containers = None;
         for c in &mut spec.containers {
             *c = k8s_openapi::api::core::v1::Container {
                 name: std::mem::take(&mut c.name),
@@ -199,6 +240,7 @@ fn strip_deployment(d: &mut Deployment) {
     d.status = None;
     if let Some(spec) = d.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
         spec.volumes = None;
+        spec.init_containers = None;
         for c in &mut spec.containers {
             *c = k8s_openapi::api::core::v1::Container {
                 name: std::mem::take(&mut c.name),
@@ -244,10 +286,14 @@ impl PlatformCaches {
             }),
             openshift_corefile: cm("openshift-dns", "dns-default")
                 .and_then(|d| d.get("Corefile").cloned()),
-            calico_ip_pools: self
-                .ip_pools
-                .as_ref()
-                .map(|s| named(&s.state(), |p| vec![p.spec.cidr.clone()])),
+            calico_ip_pools: self.ip_pools.as_ref().map(|s| {
+                let pools: Vec<Arc<IPPool>> = s
+                    .state()
+                    .into_iter()
+                    .filter(|p| p.spec.for_pods())
+                    .collect();
+                named(&pools, |p| vec![p.spec.cidr.clone()])
+            }),
             cilium_nodes: self
                 .cilium_nodes
                 .as_ref()
@@ -270,16 +316,27 @@ impl PlatformCaches {
 /// `status` (what runs), else `spec` (what was asked for) of the `cluster` Network.
 fn openshift_network(s: &Store<Network>) -> Option<OpenShiftNetwork> {
     let n = s.state().into_iter().find(|n| n.name_any() == "cluster")?;
-    let (cluster, service) = match &n.status {
-        Some(st) if !st.cluster_network.is_empty() || !st.service_network.is_empty() => {
-            (&st.cluster_network, &st.service_network)
-        }
-        _ => (&n.spec.cluster_network, &n.spec.service_network),
+    Some(network_of(&n))
+}
+
+/// Each field from the status (what runs) where it is set, else from the spec (what was
+/// asked for, before the network operator reported).
+fn network_of(n: &Network) -> OpenShiftNetwork {
+    let status = n.status.clone().unwrap_or_default();
+    let cluster = if status.cluster_network.is_empty() {
+        &n.spec.cluster_network
+    } else {
+        &status.cluster_network
     };
-    Some(OpenShiftNetwork {
+    let service = if status.service_network.is_empty() {
+        &n.spec.service_network
+    } else {
+        &status.service_network
+    };
+    OpenShiftNetwork {
         cluster_network: cluster.iter().map(|c| c.cidr.clone()).collect(),
         service_network: service.clone(),
-    })
+    }
 }
 
 /// Every container's command then args, in order.
@@ -304,4 +361,35 @@ fn named<K: Resource>(objects: &[Arc<K>], values: impl Fn(&K) -> Vec<String>) ->
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn openshift_network_status_wins_field_by_field() {
+        let n: Network = serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "Network",
+            "metadata": {"name": "cluster"},
+            "spec": {"clusterNetwork": [{"cidr": "10.128.0.0/14", "hostPrefix": 23}],
+                     "serviceNetwork": ["172.30.0.0/16"]},
+            "status": {"clusterNetwork": [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}
+        }))
+        .unwrap();
+        let got = network_of(&n);
+        assert_eq!(got.cluster_network, ["10.132.0.0/14"]);
+        assert_eq!(got.service_network, ["172.30.0.0/16"]);
+    }
+
+    #[test]
+    fn calico_pools_that_give_pods_no_addresses_are_not_the_pod_network() {
+        let pool = |spec: serde_json::Value| serde_json::from_value::<IPPoolSpec>(spec).unwrap();
+        assert!(pool(json!({"cidr": "10.244.0.0/16"})).for_pods());
+        assert!(pool(json!({"cidr": "10.244.0.0/16", "allowedUses": ["Workload"]})).for_pods());
+        assert!(!pool(json!({"cidr": "192.168.0.0/16", "disabled": true})).for_pods());
+        let lb = json!({"cidr": "10.9.0.0/24", "allowedUses": ["LoadBalancer"]});
+        assert!(!pool(lb).for_pods());
+    }
 }

@@ -259,6 +259,34 @@ fn cilium_cluster_pool_then_its_nodes() {
 }
 
 #[test]
+fn cilium_chained_behind_another_cni_has_no_pool_of_its_own() {
+    // Helm still writes the default pool when Cilium is chained behind the VPC CNI.
+    let cfg = [
+        ("cni-chaining-mode", "aws-cni"),
+        ("ipam", "cluster-pool"),
+        ("cluster-pool-ipv4-cidr", "10.0.0.0/8"),
+    ];
+    let c = ClusterInputs {
+        nodes: vec![node("ip-10-1-0-5", "aws:///eu-west-1a/i-1")],
+        platform: PlatformInputs {
+            cilium_config: Some(
+                cfg.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (values, _, message) = fact(discover(&c).pod_network);
+    assert!(values.is_empty(), "{values:?}");
+    assert!(message.unwrap().contains(
+        "ConfigMap kube-system/cilium-config cni-chaining-mode \"aws-cni\": the primary \
+             CNI gives Pods their addresses"
+    ));
+}
+
+#[test]
 fn rke2_server_arguments_give_networks_and_domain() {
     let mut server = node("server-1", "rke2://server-1");
     server.node_args = Some(NodeArgs {

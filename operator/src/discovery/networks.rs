@@ -258,6 +258,14 @@ fn cluster_wide_pods(inp: &ClusterInputs) -> Vec<Candidate> {
 
 /// Cilium's cluster-pool IPAM (its default mode): the CIDRs its operator carves node ranges from.
 fn cilium_pool(cfg: &std::collections::BTreeMap<String, String>) -> Candidate {
+    let chained = cfg.get("cni-chaining-mode").map(|m| m.trim());
+    if let Some(chain) = chained.filter(|m| !m.is_empty() && *m != "none") {
+        // Chained behind another CNI (aws-cni, azure, ...), which gives Pods their addresses.
+        let absent = format!(
+            "{CILIUM_CONFIG} cni-chaining-mode {chain:?}: the primary CNI gives Pods their addresses"
+        );
+        return Candidate::one(String::new(), Vec::new(), Label::Names, Some(absent));
+    }
     let mode = cfg.get("ipam").map_or("cluster-pool", |m| m.trim());
     if mode != "cluster-pool" {
         let absent = format!("{CILIUM_CONFIG} ipam mode {mode:?} has no cluster-wide pool");
