@@ -100,7 +100,16 @@ impl Ctx {
         let _ = self.deployments.wait_until_ready().await;
         let _ = self.statefulsets.wait_until_ready().await;
         let _ = self.daemonsets.wait_until_ready().await;
-        let _ = self.cronjobs.wait_until_ready().await;
+        // CronJobs came later: a namespaced install whose Roles predate them must still start.
+        let cronjobs = self.cronjobs.wait_until_ready();
+        if tokio::time::timeout(self.settings.discovery_wait, cronjobs)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "CronJobs could not be listed in time (RBAC: batch cronjobs get, list, watch, patch?); policies change no CronJob until they can"
+            );
+        }
         if let Some(ns) = &self.namespaces {
             let _ = ns.wait_until_ready().await;
         }
