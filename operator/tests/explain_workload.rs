@@ -409,12 +409,16 @@ async fn bad_arguments_and_missing_workloads_fail_clearly() {
     let kc = c.kubeconfig.as_str();
     for (args, expected) in [
         (
+            &["--workload", "shop/cronjob/x", "https://pypi.org/"][..],
+            "CronJob shop/x not found",
+        ),
+        (
             &["--workload", "shop/deploy/nope", "https://pypi.org/"][..],
             "Deployment shop/nope not found",
         ),
         (
-            &["--workload", "shop/cronjob/x", "https://pypi.org/"][..],
-            "is not Deployment, StatefulSet or DaemonSet",
+            &["--workload", "shop/job/x", "https://pypi.org/"][..],
+            "is not Deployment, StatefulSet, DaemonSet or CronJob",
         ),
         (
             &[
