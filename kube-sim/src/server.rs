@@ -117,6 +117,80 @@ fn verb_of(method: &Method, t: &Target, watch: bool) -> &'static str {
     }
 }
 
+/// For a resource path the registry does not know (`/api/v1/...`, `/apis/GROUP/VERSION/...`):
+/// the 403 RBAC gives the user, if it does not allow the request. Other paths pass.
+fn unknown_resource_allowed(
+    store: &crate::store::Store,
+    user: &crate::auth::User,
+    method: &Method,
+    path: &str,
+    (watch, field_selector): (bool, Option<&str>),
+) -> ApiResult<()> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return Ok(()),
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, more @ ..] if !more.is_empty() => (Some((*ns).to_owned()), more),
+        _ => (None, rest),
+    };
+    let (resource, name, sub) = match rest {
+        [r] => (*r, None, None),
+        [r, n] => (*r, Some((*n).to_owned()), None),
+        [r, n, sub] => (*r, Some((*n).to_owned()), Some(*sub)),
+        _ => return Ok(()),
+    };
+    let verb = match (method.as_str(), name.is_some()) {
+        ("GET" | "HEAD", _) if watch => "watch",
+        ("GET" | "HEAD", false) => "list",
+        ("GET" | "HEAD", true) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", false) => "deletecollection",
+        ("DELETE", true) => "delete",
+        _ => return Ok(()),
+    };
+    // A list or watch of one name by field selector is checked against resourceNames.
+    let name = name.or_else(|| {
+        let selector = field_selector?;
+        let one = selector
+            .strip_prefix("metadata.name==")
+            .or_else(|| selector.strip_prefix("metadata.name="))?;
+        (matches!(verb, "list" | "watch") && !one.contains(',')).then(|| one.to_owned())
+    });
+    let a = crate::auth::Attributes {
+        verb: verb.into(),
+        group: group.into(),
+        resource: sub.map_or_else(|| resource.to_owned(), |s| format!("{resource}/{s}")),
+        name,
+        namespace,
+    };
+    if crate::auth::decide(store, user, &a).is_some() {
+        return Ok(());
+    }
+    let scope = match &a.namespace {
+        Some(ns) => format!(" in the namespace \"{ns}\""),
+        None => " at the cluster scope".into(),
+    };
+    let gr = if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    };
+    Err(ApiError::new(
+        403,
+        "Forbidden",
+        format!(
+            "{gr} is forbidden: User \"{}\" cannot {verb} resource \"{}\" in API group \"{group}\"{scope}",
+            user.name(),
+            a.resource
+        ),
+    ))
+}
+
 /// The target RBAC checks: a list or watch whose field selector is exactly one
 /// `metadata.name` match is checked against `resourceNames` with that name, as the real
 /// API server's request info does.
@@ -291,7 +365,19 @@ async fn dispatch(shared: &Arc<Shared>, req: Request<Incoming>) -> ApiResult<Res
             as_user.as_deref(),
             header("impersonate-group"),
         )?;
-        (route(&store.registry, req.uri().path())?, user)
+        let routed = route(&store.registry, req.uri().path());
+        if let Err(e) = &routed
+            && e.code == 404
+        {
+            // A real API server authorizes before it looks the resource up: a user the
+            // request is not allowed for hears 403, whether the resource exists or not.
+            let query = (
+                flag(&q, "watch"),
+                q.get("fieldSelector").map(String::as_str),
+            );
+            unknown_resource_allowed(&store, &user, req.method(), req.uri().path(), query)?;
+        }
+        (routed?, user)
     };
     let read_only = method == Method::GET || method == Method::HEAD;
     match r {

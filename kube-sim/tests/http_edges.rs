@@ -1319,3 +1319,67 @@ async fn protobuf_delete_options_are_read() {
     );
     assert!(cms.get_opt("a").await.expect("get").is_none());
 }
+
+/// As a real API server: authorization comes before the resource is looked up, so a user who
+/// may not make a request hears 403 even for a resource the server does not serve, and one
+/// who may hears 404 (here: OpenShift's Network config, named in RBAC, on a plain cluster).
+#[tokio::test]
+async fn forbidden_before_not_found_for_resources_the_server_does_not_serve() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let (sim, admin) = start().await;
+    sim.apply_yaml(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: op, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: network-reader}
+rules:
+- {apiGroups: [config.openshift.io], resources: [networks], resourceNames: [cluster], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: op-network}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: network-reader}
+subjects: [{kind: ServiceAccount, name: op, namespace: default}]
+"#,
+    )
+    .expect("rbac objects");
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "default");
+    let tr: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": []}})).expect("token request");
+    let token = sas
+        .create_token_request("op", &PostParams::default(), &tr)
+        .await
+        .expect("token")
+        .status
+        .expect("status")
+        .token;
+    let op = sim.client_with_token(&token).expect("client");
+    let gvk = GroupVersionKind::gvk("config.openshift.io", "v1", "Network");
+    let networks = |c: &kube::Client| -> Api<DynamicObject> {
+        Api::all_with(c.clone(), &ApiResource::from_gvk(&gvk))
+    };
+    let code = |r: Result<(), kube::Error>| match r {
+        Ok(()) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("unexpected {e:?}"),
+    };
+    let every = ListParams::default();
+    let by_name = ListParams::default().fields("metadata.name=cluster");
+    let list = |api: Api<DynamicObject>, lp: ListParams| async move {
+        api.list_metadata(&lp).await.map(|_| ())
+    };
+    assert_eq!(code(list(networks(&op), every.clone()).await), 403);
+    assert_eq!(code(list(networks(&op), by_name).await), 404);
+    assert_eq!(code(networks(&op).get("cluster").await.map(|_| ())), 404);
+    assert_eq!(code(networks(&op).get("other").await.map(|_| ())), 403);
+    assert_eq!(code(list(networks(&admin), every).await), 404);
+    // Discovery stays open to every user: a group the server does not serve is a 404.
+    let served = op.list_api_group_resources("config.openshift.io/v1").await;
+    assert!(matches!(served, Err(kube::Error::Api(s)) if s.code == 404));
+}
