@@ -298,7 +298,18 @@ impl Scope<'_> {
             failures: Default::default(),
             recent: self.recent.clone(),
         });
-        let api: Api<EgressProxyPolicy> = match &scope {
+        let policy_stream = self.policy_stream(&scope, policy_writer);
+        drive(ctx, policy_stream, triggers, changes, stop)
+    }
+
+    /// The scope's policy watch, feeding the policy cache: it also marks writes seen, the
+    /// first full list as synced (`/readyz`), and lets the tenancy sweep unused caches.
+    fn policy_stream(
+        &self,
+        scope: &Option<String>,
+        policy_writer: reflector::store::Writer<EgressProxyPolicy>,
+    ) -> impl Stream<Item = Result<EgressProxyPolicy, watcher::Error>> + Send + use<> {
+        let api: Api<EgressProxyPolicy> = match scope {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
@@ -308,7 +319,7 @@ impl Scope<'_> {
         let watched = scope.clone();
         let mut listed = false;
         let mut relist = watches::Relist::default();
-        let policy_stream = watcher(api, watcher::Config::default().any_semantic())
+        watcher(api, watcher::Config::default().any_semantic())
             .modify(strip)
             .default_backoff()
             .reflect(policy_writer)
@@ -327,8 +338,7 @@ impl Scope<'_> {
                     }
                 }
             })
-            .applied_objects();
-        drive(ctx, policy_stream, triggers, changes, stop)
+            .applied_objects()
     }
 }
 
