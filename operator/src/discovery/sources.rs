@@ -72,13 +72,16 @@ pub(super) fn resolv_conf_domain(text: &str) -> Option<String> {
 /// The first forward zone of the `kubernetes` plugin (`kubernetes cluster.local in-addr.arpa
 /// ip6.arpa {`); without zones on the plugin line, the zones of its server block.
 pub(super) fn corefile_zone(text: &str) -> Option<String> {
+    // Corefile blocks, named once so that the nesting below reads as what it counts.
+    const OPEN: char = '{';
+    const CLOSE: char = '}';
     let mut depth = 0usize;
     let mut block_zones: Vec<String> = Vec::new();
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or_default();
-        let head = line.split('{').next().unwrap_or_default();
+        let head = line.split(OPEN).next().unwrap_or_default();
         let words: Vec<&str> = head.split_whitespace().collect();
-        if depth == 0 && line.contains('{') {
+        if depth == 0 && line.contains(OPEN) {
             block_zones = words.iter().map(|w| server_key_zone(w)).collect();
         }
         if depth == 1 && words.first() == Some(&"kubernetes") {
@@ -89,8 +92,8 @@ pub(super) fn corefile_zone(text: &str) -> Option<String> {
                 return Some(z.clone());
             }
         }
-        depth += line.matches('{').count();
-        depth = depth.saturating_sub(line.matches('}').count());
+        depth += line.matches(OPEN).count();
+        depth = depth.saturating_sub(line.matches(CLOSE).count());
     }
     None
 }
