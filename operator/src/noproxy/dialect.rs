@@ -49,11 +49,15 @@ pub enum Dialect {
     Ruby,
     /// Rust `reqwest`.
     RustReqwest,
+    /// The JDK (`HttpURLConnection`, `java.net.http.HttpClient`): it never reads the
+    /// variables; the operator writes `http.nonProxyHosts` and the proxy properties into
+    /// `JAVA_TOOL_OPTIONS` and sets the six variables as `portable` for the other programs.
+    Java,
 }
 
 impl Dialect {
     /// Every dialect, in a fixed order (the order of `--dialect all`).
-    pub const ALL: [Dialect; 12] = [
+    pub const ALL: [Dialect; 13] = [
         Dialect::Portable,
         Dialect::Curl,
         Dialect::Wget,
@@ -66,6 +70,7 @@ impl Dialect {
         Dialect::NodeUndici,
         Dialect::Ruby,
         Dialect::RustReqwest,
+        Dialect::Java,
     ];
 
     /// The name used on the command line and in the API.
@@ -83,6 +88,7 @@ impl Dialect {
             Dialect::NodeUndici => "node-undici",
             Dialect::Ruby => "ruby",
             Dialect::RustReqwest => "rust-reqwest",
+            Dialect::Java => "java",
         }
     }
 
@@ -104,12 +110,27 @@ impl Dialect {
             }
             Dialect::Ruby => "Ruby 3.1.2 net/http + uri (Debian 12 package ruby 1:3.1)",
             Dialect::RustReqwest => "reqwest 0.13.5 with hyper-util 0.1.21 (crates.io)",
+            Dialect::Java => "OpenJDK 17.0 (Debian 12 package openjdk-17-jdk-headless)",
         }
     }
 
-    /// Every dialect except `portable`: the real clients that are modelled.
+    /// The real clients that read the proxy variables: every dialect except `portable` and
+    /// `java` (the clients `portable` is written for).
     pub fn clients() -> impl Iterator<Item = Dialect> {
+        Dialect::ALL
+            .into_iter()
+            .filter(|d| *d != Dialect::Portable && *d != Dialect::Java)
+    }
+
+    /// Every modelled client: [`Dialect::clients`] and `java`.
+    pub fn modelled() -> impl Iterator<Item = Dialect> {
         Dialect::ALL.into_iter().filter(|d| *d != Dialect::Portable)
+    }
+
+    /// The separator between entries of the rendered value: `|` for `java`
+    /// (`http.nonProxyHosts`), `,` for NO_PROXY.
+    pub fn separator(self) -> &'static str {
+        if self == Dialect::Java { "|" } else { "," }
     }
 
     /// Parses a dialect name as written by [`Dialect::name`].

@@ -34,6 +34,9 @@ pub struct Matcher {
     models: Vec<(Dialect, Model)>,
     /// Proxy values with userinfo and their redacted forms (see [`Env::proxy_secrets`]).
     secrets: Vec<(String, String)>,
+    /// `java`: the http and https proxy URLs of the variables, whose credentials an
+    /// application `Authenticator` would give the JDK's proxy.
+    authenticator: [Option<String>; 2],
 }
 
 impl Matcher {
@@ -45,10 +48,19 @@ impl Matcher {
                 .filter_map(|d| Model::new(d, env).map(|m| (d, m)))
                 .collect(),
         };
+        let var = |names: [&'static str; 2]| {
+            (dialect == Dialect::Java)
+                .then(|| env.first_non_empty(&names).map(|(_, v)| v.to_owned()))
+                .flatten()
+        };
         Matcher {
             dialect,
             models,
             secrets: env.proxy_secrets(),
+            authenticator: [
+                var(["http_proxy", "HTTP_PROXY"]),
+                var(["https_proxy", "HTTPS_PROXY"]),
+            ],
         }
     }
 
@@ -81,8 +93,15 @@ impl Matcher {
 
     /// The decision for one destination and, when it is `proxy`, the proxy URL as the
     /// environment spells it (credentials included: for connecting, never for printing).
+    /// For `java`, the credentials are those of the scheme's proxy variable, as an
+    /// application `Authenticator` reading it would answer the proxy's challenge.
     pub fn route(&self, target: &Target, url: &str) -> (Explanation, Option<String>) {
         let proxy = self.decide_verdict(target).proxy;
+        let source = &self.authenticator[usize::from(target.scheme == "https")];
+        let proxy = match (proxy, source) {
+            (Some(p), Some(from)) => Some(with_userinfo(&p, from)),
+            (p, _) => p,
+        };
         (self.decide(target, url), proxy)
     }
 
@@ -168,6 +187,20 @@ fn combine(all: Vec<(Dialect, Verdict)>) -> Verdict {
 pub fn explain(dialect: Dialect, env: &Env, url: &str) -> Result<Explanation, TargetError> {
     let t = Target::parse(url)?;
     Ok(Matcher::new(dialect, env).decide(&t, url))
+}
+
+/// `proxy` with the user and password of the URL `from` (unchanged when either lacks them).
+fn with_userinfo(proxy: &str, from: &str) -> String {
+    let (Ok(mut p), Ok(f)) = (url::Url::parse(proxy), url::Url::parse(from)) else {
+        return proxy.to_owned();
+    };
+    if f.username().is_empty()
+        || p.set_username(f.username()).is_err()
+        || p.set_password(f.password()).is_err()
+    {
+        return proxy.to_owned();
+    }
+    p.to_string()
 }
 
 /// Explains `url` for every dialect, in [`Dialect::ALL`] order.

@@ -10,7 +10,7 @@
 //! and their source references are in the `dialects` module of each client.
 
 mod dialect;
-mod dialects;
+pub mod dialects;
 mod entry;
 mod env;
 mod explain;

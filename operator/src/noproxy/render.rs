@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use super::Dialect;
-use super::dialects::{self, Decision, Expr, Model, cidr_support};
+use super::dialects::{self, Decision, Expr, Model, cidr_support, java};
 use super::entry::{Intent, NameScope};
 use super::env::Env;
 use super::set::IntentSet;
@@ -156,7 +156,7 @@ pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered 
         }
     }
     warnings.extend(subdomain_warning(dialect, &host_and_subs));
-    let value = entries.list.join(",");
+    let value = entries.list.join(dialect.separator());
     warnings.extend(size_warning(&value));
     Rendered {
         value,
@@ -186,7 +186,7 @@ fn widened(
     };
     let port = port.map(|p| format!(":{p}")).unwrap_or_default();
     let apex = format!("http://{name}{port}/");
-    let value = entries.join(",");
+    let value = entries.join(dialect.separator());
     let leaky: Vec<&str> = clients_of(dialect)
         .iter()
         .filter(|d| direct(**d, &value, &apex))
@@ -237,12 +237,13 @@ fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Opt
             .iter()
             .all(|m| urls.iter().all(|u| direct(*m, value, u)))
     };
-    let plain = es.join(",");
+    let sep = dialect.separator();
+    let plain = es.join(sep);
     if all_direct(&plain, &covered) {
         return (Vec::new(), None);
     }
     let dots: Vec<String> = es.iter().map(|e| with_dot(e)).collect();
-    let value = format!("{plain},{}", dots.join(","));
+    let value = format!("{plain}{sep}{}", dots.join(sep));
     let kept_out = |v: &str| {
         outside
             .iter()
@@ -279,6 +280,7 @@ fn clients_of(dialect: Dialect) -> Vec<Dialect> {
 /// All four proxy variables set, and NO_PROXY/no_proxy = `value`.
 fn proxied_env(value: &str) -> Env {
     let proxy = "http://proxy.invalid:3128";
+    let java_options = java::options(proxy, proxy, value).unwrap_or_default();
     [
         ("http_proxy", proxy),
         ("HTTP_PROXY", proxy),
@@ -286,6 +288,7 @@ fn proxied_env(value: &str) -> Env {
         ("HTTPS_PROXY", proxy),
         ("no_proxy", value),
         ("NO_PROXY", value),
+        (java::TOOL_OPTIONS, &java_options),
     ]
     .into_iter()
     .collect()
@@ -358,7 +361,7 @@ fn express(dialect: Dialect, intent: &Intent) -> Option<Result<Expr, String>> {
 /// True when `dialect`'s spelling of host `name` also sends its subdomains direct.
 fn matches_subdomains_too(dialect: Dialect, name: &str) -> bool {
     match dialect {
-        Dialect::NodeAxios | Dialect::NodeProxyFromEnv => false,
+        Dialect::NodeAxios | Dialect::NodeProxyFromEnv | Dialect::Java => false,
         Dialect::PythonHttpx => name != "localhost",
         _ => true,
     }
@@ -860,7 +863,8 @@ mod tests {
                 "python-httpx",
                 "node-axios",
                 "node-proxy-from-env",
-                "ruby"
+                "ruby",
+                "java"
             ]
         );
     }

@@ -15,6 +15,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Container, EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec};
 use serde::Serialize;
 
+use crate::noproxy::dialects::java;
 use crate::noproxy::{Env, READ_VARS, holds_proxy_url, redact, redact_proxy};
 
 /// A Secret's or ConfigMap's data as read for the resolution.
@@ -179,6 +180,8 @@ impl Variable {
         self.value.as_deref().map(|v| {
             if holds_proxy_url(&self.name) {
                 redact_proxy(v)
+            } else if self.name == java::TOOL_OPTIONS {
+                java::redact_options(v)
             } else {
                 redact(v)
             }

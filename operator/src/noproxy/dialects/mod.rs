@@ -3,6 +3,7 @@
 
 pub(crate) mod curl;
 pub(crate) mod go;
+pub mod java;
 pub(crate) mod node_axios;
 pub(crate) mod node_proxy_from_env;
 pub(crate) mod node_undici;
@@ -135,6 +136,7 @@ pub(crate) enum Model {
     NodeUndici(node_undici::Model),
     Ruby(ruby::Model),
     RustReqwest(rust_reqwest::Model),
+    Java(java::Model),
 }
 
 impl Model {
@@ -155,6 +157,7 @@ impl Model {
             Dialect::NodeUndici => Model::NodeUndici(node_undici::Model::new(env)),
             Dialect::Ruby => Model::Ruby(ruby::Model::new(env)),
             Dialect::RustReqwest => Model::RustReqwest(rust_reqwest::Model::new(env)),
+            Dialect::Java => Model::Java(java::Model::new(env)),
         })
     }
 
@@ -171,6 +174,7 @@ impl Model {
             Model::NodeUndici(m) => m.decide(t),
             Model::Ruby(m) => m.decide(t),
             Model::RustReqwest(m) => m.decide(t),
+            Model::Java(m) => m.decide(t),
         }
     }
 }
@@ -190,6 +194,7 @@ pub(crate) fn express(d: Dialect, intent: &Intent) -> Option<Result<Expr, String
         Dialect::NodeUndici => node_undici::express(intent),
         Dialect::Ruby => ruby::express(intent),
         Dialect::RustReqwest => rust_reqwest::express(intent),
+        Dialect::Java => java::express(intent),
     })
 }
 
