@@ -18,9 +18,15 @@ pub struct EgressProxyPolicyStatus {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
 
-    /// The NO_PROXY value the workloads receive, in the policy's dialect.
+    /// The NO_PROXY value the workloads receive, in the policy's dialect (`portable` for
+    /// `java`, whose JVMs read `javaOptions` instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_proxy: Option<String>,
+
+    /// Dialect `java`: the options appended to each container's `JAVA_TOOL_OPTIONS` (proxy
+    /// hosts and ports, `http.nonProxyHosts`; never credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java_options: Option<String>,
 
     /// Intents the dialect cannot express, and why. Requests to them go through the proxy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CONFIG_HASH, CREDENTIAL_SLOT, EncodeError, Original, PROXY_VARS, WorkloadId, containers,
-    encode, is_ours, kind_name, replacing,
+    CONFIG_HASH, CREDENTIAL_SLOT, EncodeError, JAVA_OPTIONS, OWNED_VARS, Original, PROXY_VARS,
+    WorkloadId, containers, encode, is_ours, java_own, kind_name, replacing,
 };
 use crate::api::WorkloadKind;
 use crate::credentials::hex;
@@ -35,10 +35,10 @@ pub fn cleanup_patch(
         for (_, c) in containers(template).filter(|(i, _)| *i == init) {
             let env = c.env.as_deref().unwrap_or_default();
             let mut items: Vec<Value> = Vec::new();
-            for var in PROXY_VARS {
+            for var in OWNED_VARS {
                 let ours = env.iter().find(|e| e.name == var && is_ours(e, managed));
                 if let Some(ours) = ours {
-                    items.push(removal(ours, var, &c.name, originals)?);
+                    items.push(removal(ours, var, managed, &c.name, originals)?);
                 }
             }
             if !items.is_empty() {
@@ -65,9 +65,16 @@ pub fn cleanup_patch(
 pub(crate) fn removal(
     ours: &EnvVar,
     var: &str,
+    managed: &str,
     container: &str,
     originals: &[Original],
 ) -> Result<Value, EncodeError> {
+    if var == JAVA_OPTIONS {
+        let own = java_own(ours.value.as_deref().unwrap_or(""), managed);
+        if !own.is_empty() {
+            return Ok(json!({"name": var, "value": own}));
+        }
+    }
     let original = originals
         .iter()
         .find(|o| o.container == container && o.env.name == var);

@@ -4,7 +4,9 @@
 //!
 //! Ownership: an entry is the operator's when it has one of the six proxy variable names and
 //! takes its value from the policy's managed Secret (proxy URLs) or ConfigMap (NO_PROXY).
-//! Every other entry with one of these names is the container's own.
+//! Every other entry with one of these names is the container's own. For `java` policies
+//! the operator's options are appended to `JAVA_TOOL_OPTIONS` after a marker word naming
+//! the managed objects ([`java_part`]); what comes before the marker is the container's own.
 
 mod cleanup;
 pub mod hash;
@@ -42,6 +44,47 @@ pub const PROXY_VARS: [&str; 6] = [
     "NO_PROXY",
     "no_proxy",
 ];
+
+/// The variable the JVM reads options from; `java` policies append theirs.
+pub const JAVA_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
+
+/// The seven names an entry of ours can have: [`PROXY_VARS`] and [`JAVA_OPTIONS`].
+pub const OWNED_VARS: [&str; 7] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    JAVA_OPTIONS,
+];
+
+/// The first word of the operator's part of `JAVA_TOOL_OPTIONS`: a system property naming
+/// the managed objects, harmless to the JVM.
+pub fn java_marker(managed: &str) -> String {
+    format!("-Degressproxy.managed={managed}")
+}
+
+/// Where the operator's part for `managed` starts in a `JAVA_TOOL_OPTIONS` value: the
+/// marker as a whole word. `None`: the value is all the container's own.
+pub fn java_part(value: &str, managed: &str) -> Option<usize> {
+    let marker = java_marker(managed);
+    value.match_indices(&marker).map(|(at, _)| at).find(|&at| {
+        let before = value[..at].chars().next_back();
+        let after = value[at + marker.len()..].chars().next();
+        before.is_none_or(char::is_whitespace) && after.is_none_or(char::is_whitespace)
+    })
+}
+
+/// The container's own part of a `JAVA_TOOL_OPTIONS` value: all before the operator's part
+/// and the one space that joins them (the admission policy checks the same split).
+pub fn java_own<'v>(value: &'v str, managed: &str) -> &'v str {
+    match java_part(value, managed) {
+        Some(0) => "",
+        Some(at) => value[..at].strip_suffix(' ').unwrap_or(&value[..at]),
+        None => value,
+    }
+}
 
 /// A workload the operator may write to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,6 +145,9 @@ pub struct Injection<'a> {
     /// This workload's remembered originals: an entry of ours that must go is replaced by the
     /// container's original instead of deleted.
     pub originals: &'a [Original],
+    /// `java` policies: the options appended to each selected container's
+    /// `JAVA_TOOL_OPTIONS` (after [`java_marker`]).
+    pub java_options: Option<&'a str>,
 }
 
 /// How to bring a workload to the desired state.
@@ -246,8 +292,12 @@ pub fn slot_of(template: &PodTemplateSpec, managed: &str) -> Option<String> {
 }
 
 /// One of the six names, taking its value from our Secret (proxy URLs) or ConfigMap
-/// (NO_PROXY), whatever the key.
+/// (NO_PROXY), whatever the key; or a `JAVA_TOOL_OPTIONS` value carrying our part.
 pub fn is_ours(env: &EnvVar, managed: &str) -> bool {
+    if env.name == JAVA_OPTIONS {
+        let value = env.value.as_deref().filter(|_| env.value_from.is_none());
+        return value.is_some_and(|v| java_part(v, managed).is_some());
+    }
     let Some((_, in_config_map)) = source_of(&env.name) else {
         return false;
     };
@@ -304,6 +354,8 @@ struct ContainerPlan<'t> {
     desired: Vec<EnvVar>,
     /// Names of our entries it carries but should not.
     stale: Vec<String>,
+    /// Our part goes into the container's own `JAVA_TOOL_OPTIONS` value.
+    merges: bool,
     /// Desired entries present exactly, and nothing stale.
     up_to_date: bool,
 }
@@ -338,7 +390,15 @@ fn plan_container<'t>(
             desired.extend(pair.iter().map(|v| our_entry(v, inj.managed, inj.slot)));
         }
     }
-    let stale: Vec<String> = PROXY_VARS
+    let merges = selects(inj, init, &c.name)
+        && match java_entry(inj, c, conflicts) {
+            Some((entry, merges)) => {
+                desired.push(entry);
+                merges
+            }
+            None => false,
+        };
+    let stale: Vec<String> = OWNED_VARS
         .iter()
         .filter(|v| env.iter().any(|e| e.name == **v && ours(e)))
         .filter(|v| !desired.iter().any(|d| d.name == **v))
@@ -348,7 +408,7 @@ fn plan_container<'t>(
         && desired.iter().all(|d| {
             env.iter().any(|e| {
                 e.name == d.name
-                    && e.value.as_deref().unwrap_or("").is_empty()
+                    && e.value.as_deref().unwrap_or("") == d.value.as_deref().unwrap_or("")
                     && e.value_from == d.value_from
             })
         });
@@ -357,8 +417,44 @@ fn plan_container<'t>(
         init,
         desired,
         stale,
+        merges,
         up_to_date,
     }
+}
+
+/// The `JAVA_TOOL_OPTIONS` entry a container of a `java` policy should carry, and whether
+/// it holds an own part. An own value from a Secret or ConfigMap cannot be merged into: a
+/// conflict, the container gets no options.
+fn java_entry(
+    inj: &Injection,
+    c: &Container,
+    conflicts: &mut Vec<EnvConflict>,
+) -> Option<(EnvVar, bool)> {
+    let options = inj.java_options?;
+    let ours = format!("{} {options}", java_marker(inj.managed));
+    let existing = c.env.iter().flatten().find(|e| e.name == JAVA_OPTIONS);
+    let own = match existing {
+        Some(e) if e.value_from.is_some() => {
+            conflicts.push(EnvConflict {
+                container: c.name.clone(),
+                variable: JAVA_OPTIONS.to_owned(),
+            });
+            return None;
+        }
+        Some(e) => java_own(e.value.as_deref().unwrap_or(""), inj.managed),
+        None => "",
+    };
+    let value = if own.is_empty() {
+        ours
+    } else {
+        format!("{own} {ours}")
+    };
+    let entry = EnvVar {
+        name: JAVA_OPTIONS.to_owned(),
+        value: Some(value),
+        value_from: None,
+    };
+    Some((entry, !own.is_empty()))
 }
 
 /// Decides the write that gives `template` exactly our entries and the annotation `hash`.
@@ -372,7 +468,10 @@ pub fn plan(
     let plans: Vec<ContainerPlan> = containers(template)
         .map(|(init, c)| plan_container(inj, init, c, &mut conflicts, &mut overridden))
         .collect();
-    let replaces = !overridden.is_empty() || plans.iter().any(|p| !p.stale.is_empty());
+    let replaces = !overridden.is_empty()
+        || plans
+            .iter()
+            .any(|p| !p.stale.is_empty() || (p.merges && !p.up_to_date));
     let write = if replaces {
         Write::Patch(patch_body(id, &plans, inj)?)
     } else if plans.iter().all(|p| p.up_to_date)
@@ -480,6 +579,9 @@ fn replacing(old: Option<&Value>, new: &Value) -> Value {
 /// Our entry as a patch item replacing whatever entry of that name the container has.
 fn replacing_entry(c: &Container, desired: &EnvVar) -> Result<Value, EncodeError> {
     let name = &desired.name;
+    if desired.value_from.is_none() {
+        return Ok(json!({"name": name, "value": desired.value}));
+    }
     let old = c
         .env
         .iter()
@@ -512,7 +614,13 @@ fn patch_body(
         let env = p.container.env.as_deref().unwrap_or_default();
         for n in &p.stale {
             if let Some(ours) = env.iter().find(|e| e.name == *n) {
-                out.push(cleanup::removal(ours, n, &p.container.name, inj.originals)?);
+                out.push(cleanup::removal(
+                    ours,
+                    n,
+                    inj.managed,
+                    &p.container.name,
+                    inj.originals,
+                )?);
             }
         }
         Ok(out)

@@ -37,6 +37,7 @@ fn inj<'a>(containers: &'a [String], hash: &'a str) -> Injection<'a> {
         slot: "main",
         hash,
         originals: &[],
+        java_options: None,
     }
 }
 
@@ -637,4 +638,103 @@ fn the_slot_a_template_reads_comes_from_its_secret_key() {
     assert_eq!(slot_of(&one("something"), S), None);
     assert_eq!(slot_of(&basic(), S), None);
     assert_eq!(slot_of(&t, "another-policy"), None);
+}
+
+const JAVA: &str = "-Dhttp.proxyHost=p -Dhttp.proxyPort=3128 -Dhttp.nonProxyHosts=*.svc";
+
+/// The `JAVA_TOOL_OPTIONS` value of container `app`.
+fn java_value(t: &PodTemplateSpec) -> Option<String> {
+    let c = t
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "app")?;
+    let e = c.env.iter().flatten().find(|e| e.name == JAVA_OPTIONS)?;
+    e.value.clone()
+}
+
+fn with_own_java(value: Value) -> PodTemplateSpec {
+    let mut t = basic();
+    let own: EnvVar = serde_json::from_value(value).unwrap();
+    t.spec.as_mut().unwrap().containers[0]
+        .env
+        .as_mut()
+        .unwrap()
+        .push(own);
+    t
+}
+
+#[test]
+fn java_options_are_added_then_nothing_to_do() {
+    let names = ["app".to_owned()];
+    let mut i = inj(&names, HASH);
+    i.java_options = Some(JAVA);
+    let p = plan(&id(), &basic(), &i);
+    assert!(matches!(p.write, Write::Apply(_)), "{:?}", p.write);
+    let t = after(&basic(), &p.write);
+    let ours = format!("-Degressproxy.managed={S} {JAVA}");
+    assert_eq!(java_value(&t).as_deref(), Some(ours.as_str()));
+    assert_eq!(plan(&id(), &t, &i).write, Write::None);
+    // The cleanup takes the whole entry out: the container had none.
+    let clean = after(&t, &Write::Patch(cleanup_patch(&t, S, &[]).unwrap()));
+    assert_eq!(java_value(&clean), None);
+}
+
+#[test]
+fn java_options_merge_into_the_containers_own_value_and_leave_it_on_cleanup() {
+    let names = ["app".to_owned()];
+    let mut i = inj(&names, HASH);
+    i.java_options = Some(JAVA);
+    let own = with_own_java(json!({"name": JAVA_OPTIONS, "value": "-Xmx1g -Dx=$(LOG)"}));
+    let p = plan(&id(), &own, &i);
+    assert!(matches!(p.write, Write::Patch(_)), "{:?}", p.write);
+    assert!(p.conflicts.is_empty() && p.overridden.is_empty());
+    let t = after(&own, &p.write);
+    let merged = format!("-Xmx1g -Dx=$(LOG) -Degressproxy.managed={S} {JAVA}");
+    assert_eq!(java_value(&t).as_deref(), Some(merged.as_str()));
+    assert_eq!(plan(&id(), &t, &i).write, Write::None);
+    // A new NO_PROXY replaces only our part.
+    let newer = "-Dhttp.proxyHost=p -Dhttp.proxyPort=3128 -Dhttp.nonProxyHosts=*.svc|*.local";
+    i.java_options = Some(newer);
+    let t2 = after(&t, &plan(&id(), &t, &i).write);
+    let merged2 = format!("-Xmx1g -Dx=$(LOG) -Degressproxy.managed={S} {newer}");
+    assert_eq!(java_value(&t2).as_deref(), Some(merged2.as_str()));
+    // Cleanup and a policy that is no longer `java` give the own value back.
+    let clean = after(&t2, &Write::Patch(cleanup_patch(&t2, S, &[]).unwrap()));
+    assert_eq!(java_value(&clean).as_deref(), Some("-Xmx1g -Dx=$(LOG)"));
+    i.java_options = None;
+    let back = after(&t2, &plan(&id(), &t2, &i).write);
+    assert_eq!(java_value(&back).as_deref(), Some("-Xmx1g -Dx=$(LOG)"));
+}
+
+#[test]
+fn java_options_from_a_secret_are_a_conflict() {
+    let names = ["app".to_owned()];
+    let mut i = inj(&names, HASH);
+    i.java_options = Some(JAVA);
+    let own = with_own_java(json!({"name": JAVA_OPTIONS,
+        "valueFrom": {"secretKeyRef": {"name": "jvm", "key": "opts"}}}));
+    let p = plan(&id(), &own, &i);
+    assert_eq!(
+        p.conflicts,
+        [EnvConflict {
+            container: "app".into(),
+            variable: JAVA_OPTIONS.into()
+        }]
+    );
+    let t = after(&own, &p.write);
+    assert_eq!(java_value(&t), None, "the own entry is untouched");
+    assert!(has_entries(&t, S), "the six variables are still injected");
+}
+
+#[test]
+fn the_java_marker_is_a_whole_word() {
+    let m = java_marker(S);
+    assert_eq!(java_part(&format!("-Xmx1g {m} -Da=1"), S), Some(7));
+    assert_eq!(java_part(&format!("{m}2 -Da=1"), S), None);
+    assert_eq!(java_part(&format!("-X{m}"), S), None);
+    assert_eq!(java_own(&format!("-Xmx1g  {m} -Da=1"), S), "-Xmx1g ");
+    assert_eq!(java_own(&format!("{m} -Da=1"), S), "");
+    assert_eq!(java_own("-Xmx1g", S), "-Xmx1g");
 }

@@ -6,6 +6,7 @@ use k8s_openapi::ByteString;
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
+use super::evaluate::Rendering;
 use super::slots::{self, Stage};
 use super::verify::{self, ProbeRun};
 use super::{
@@ -16,14 +17,25 @@ use crate::api::WorkloadKind;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy, VerificationStatus};
 use crate::controller::objects::{JobView, Rollout, WorkloadView};
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::noproxy::Rendered;
 use crate::rotation::Gate;
 use crate::workloads::{self, Injection, Original, WorkloadId, Write};
+
+impl Applied {
+    /// The values a probe of this configuration runs with.
+    fn probe_env(&self) -> verify::ProbeEnv<'_> {
+        verify::ProbeEnv {
+            no_proxy: &self.rendered.no_proxy.value,
+            java_options: self.java_options.as_deref(),
+        }
+    }
+}
 
 /// What the status of an applied policy is built from.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Applied {
-    pub rendered: Rendered,
+    pub rendered: Rendering,
+    /// `java`: what each container's `JAVA_TOOL_OPTIONS` gets appended.
+    pub java_options: Option<String>,
     pub facts: DiscoveredFacts,
     /// The slot `status.activeCredential` names.
     pub active: String,
@@ -102,7 +114,7 @@ pub(super) fn plan(
     i: &Inputs,
     mut plan: Plan,
     selector: &Selector,
-    rendered: Rendered,
+    rendered: Rendering,
     stage: Stage,
     facts: DiscoveredFacts,
 ) -> Plan {
@@ -151,7 +163,10 @@ pub(super) fn plan(
     let open = matches!(applied.slots.gate, Gate::NotRequired | Gate::Passed);
     if !applied.paused {
         plan.secret = change(i.policy, &i.secret.meta, &i.secret.data, data.clone());
-        let cm = ConfigMapData::from([("NO_PROXY".to_owned(), applied.rendered.value.clone())]);
+        let cm = ConfigMapData::from([(
+            "NO_PROXY".to_owned(),
+            applied.rendered.no_proxy.value.clone(),
+        )]);
         let exists = i.config_map.meta.is_some() || i.config_map.data.is_some();
         if open || !exists {
             plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
@@ -171,10 +186,17 @@ pub(super) fn plan(
 }
 
 /// What the status is built from, before the workloads are looked at.
-fn applied(i: &Inputs, rendered: Rendered, stage: Stage, facts: DiscoveredFacts) -> Applied {
+fn applied(i: &Inputs, rendered: Rendering, stage: Stage, facts: DiscoveredFacts) -> Applied {
     let spec = &i.policy.spec;
+    // Checked by `within_budget` before this stage: an error here cannot happen.
+    let java_options = stage
+        .urls
+        .as_ref()
+        .and_then(|u| rendered.java_options(u))
+        .and_then(Result::ok);
     Applied {
         rendered,
+        java_options,
         facts,
         active: stage.decision.active_credential().to_owned(),
         target: stage.decision.target.clone(),
@@ -210,7 +232,7 @@ fn probe(i: &Inputs, plan: &mut Plan, applied: &Applied) {
     match (i.probe, i.probe_image) {
         (None, _) => plan.needs_probe = Some(w.clone()),
         (Some(ProbeRun::Missing), Some(image)) => {
-            plan.create_probe = Some(verify::job(i, w, &applied.rendered.value, image));
+            plan.create_probe = Some(verify::job(i, w, &applied.probe_env(), image));
         }
         _ => {}
     }
@@ -321,6 +343,7 @@ fn inject(
         slot: &applied.target,
         hash: &applied.hash,
         originals: &originals,
+        java_options: applied.java_options.as_deref(),
     };
     let decided =
         workloads::plan(&v.id, &v.template, &inj).map_err(|e| (v.id.clone(), e.to_string()))?;

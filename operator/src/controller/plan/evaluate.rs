@@ -7,23 +7,63 @@ use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy};
 use crate::credentials::ProxyUrls;
 use crate::discovery::{self, ClusterInputs};
-use crate::noproxy::{Intent, IntentSet, MAX_ARG_STRLEN, Rendered, env_string_len, render_with};
+use crate::noproxy::dialects::java;
+use crate::noproxy::{
+    Dialect, Intent, IntentSet, MAX_ARG_STRLEN, Rendered, env_string_len, render_with,
+};
 
 /// What the six variables together may take, in bytes: a quarter of the 1 MiB that
 /// `ARG_MAX` leaves with a small (4 MiB) stack limit, so the container's own environment
 /// and arguments keep the rest.
 pub const ENV_BUDGET: usize = 262_144;
 
-/// The discovered facts, and the rendered NO_PROXY or why there is none.
+/// What a policy renders: the NO_PROXY value, and for `java` the `http.nonProxyHosts` one
+/// (the variables then carry the `portable` value for the container's other programs).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Rendering {
+    pub no_proxy: Rendered,
+    pub java: Option<Rendered>,
+}
+
+impl Rendering {
+    /// What the configuration hash covers: the NO_PROXY value, and the java one after it.
+    pub fn hashed(&self) -> String {
+        match &self.java {
+            None => self.no_proxy.value.clone(),
+            Some(j) => format!("{}\njava:{}", self.no_proxy.value, j.value),
+        }
+    }
+
+    /// The rendering of the policy's own client: its uncovered entries and warnings are
+    /// the ones reported.
+    pub fn reported(&self) -> &Rendered {
+        self.java.as_ref().unwrap_or(&self.no_proxy)
+    }
+
+    /// The options a `java` policy appends to `JAVA_TOOL_OPTIONS` for these proxy URLs.
+    pub fn java_options(&self, urls: &ProxyUrls) -> Option<Result<String, String>> {
+        let j = self.java.as_ref()?;
+        Some(java::options(&urls.http_proxy, &urls.https_proxy, &j.value))
+    }
+}
+
+/// The discovered facts, and the rendering or why there is none.
 pub(super) fn rendered(
     policy: &EgressProxyPolicy,
     cluster: &ClusterInputs,
-) -> (DiscoveredFacts, Result<Rendered, Blocker>) {
+) -> (DiscoveredFacts, Result<Rendering, Blocker>) {
     let (facts, intents) = intents(policy, cluster);
     let rendered = intents.and_then(|intents| {
         let dialect = policy.spec.no_proxy.dialect;
         let widen = policy.spec.no_proxy.widen;
-        let r = render_with(dialect, &IntentSet::new(intents), widen);
+        let set = IntentSet::new(intents);
+        let java = (dialect == Dialect::Java).then(|| render_with(Dialect::Java, &set, widen));
+        let env_dialect = if java.is_some() {
+            Dialect::Portable
+        } else {
+            dialect
+        };
+        let r = render_with(env_dialect, &set, widen);
         everything_direct(policy, &r)?;
         let size = env_string_len("NO_PROXY", &r.value);
         if size > MAX_ARG_STRLEN {
@@ -38,17 +78,29 @@ pub(super) fn rendered(
                 ),
             ));
         }
-        Ok(r)
+        Ok(Rendering { no_proxy: r, java })
     });
     (facts, rendered)
 }
 
 /// The six variables together, as `NAME=value` strings, must fit [`ENV_BUDGET`].
-pub(super) fn within_budget(r: &Rendered, urls: &ProxyUrls) -> Result<(), Blocker> {
+/// A `java` policy's options must be usable by the JDK and count as well.
+pub(super) fn within_budget(r: &Rendering, urls: &ProxyUrls) -> Result<(), Blocker> {
     let pair = |name: &str, value: &str| 2 * env_string_len(name, value);
-    let total = pair("NO_PROXY", &r.value)
+    let java = match r.java_options(urls) {
+        None => 0,
+        Some(Ok(options)) => env_string_len(java::TOOL_OPTIONS, &options),
+        Some(Err(why)) => {
+            return Err(blocker(
+                reason::INVALID_PROXY_URL,
+                format!("dialect java: {why}"),
+            ));
+        }
+    };
+    let total = pair("NO_PROXY", &r.no_proxy.value)
         + pair("HTTP_PROXY", &urls.http_proxy)
-        + pair("HTTPS_PROXY", &urls.https_proxy);
+        + pair("HTTPS_PROXY", &urls.https_proxy)
+        + java;
     if total <= ENV_BUDGET {
         return Ok(());
     }

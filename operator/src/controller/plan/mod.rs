@@ -359,7 +359,7 @@ pub fn plan(i: &Inputs) -> Plan {
         .filter(|v| applied::injectable(i, v))
         .collect();
     let domain = rendered_domain(p, &facts);
-    let stage = match slots::stage(i, &rendered.value, &mine, domain) {
+    let stage = match slots::stage(i, &rendered.hashed(), &mine, domain) {
         Ok(stage) => stage,
         Err(blocker) => return blocked(plan, blocker, facts, None),
     };

@@ -228,9 +228,11 @@ fn applied_status(
     let status = EgressProxyPolicyStatus {
         observed_generation: previous.observed_generation,
         conditions: Vec::new(),
-        no_proxy: Some(a.rendered.value.clone()),
+        no_proxy: Some(a.rendered.no_proxy.value.clone()),
+        java_options: a.java_options.clone(),
         uncovered: a
             .rendered
+            .reported()
             .uncovered
             .iter()
             .map(|u| UncoveredIntent {
@@ -239,7 +241,7 @@ fn applied_status(
                 clients: u.clients.clone(),
             })
             .collect(),
-        warnings: a.rendered.warnings.clone(),
+        warnings: warnings(a),
         discovered: Some(a.facts.clone()),
         active_credential: Some(a.active.clone()),
         rotation: previous.rotation.clone(),
@@ -268,6 +270,26 @@ fn applied_status(
 }
 
 /// When to look again: soon while workloads roll, a rotation drains or a probe runs.
+/// The rendering's warnings; for `java` with a proxy that wants credentials, what the JDK
+/// does not do by itself.
+fn warnings(a: &Applied) -> Vec<String> {
+    let mut out = a.rendered.reported().warnings.clone();
+    let with_user = |u: &str| url::Url::parse(u).is_ok_and(|u| !u.username().is_empty());
+    let urls = a.slots.urls.as_ref();
+    if a.java_options.is_some()
+        && urls.is_some_and(|u| with_user(&u.http_proxy) || with_user(&u.https_proxy))
+    {
+        out.push(JAVA_CREDENTIALS.to_owned());
+    }
+    out
+}
+
+/// The warning of a `java` policy whose proxy URLs carry credentials.
+pub const JAVA_CREDENTIALS: &str = "java: the JDK sends no proxy credentials by itself: the \
+     application needs a java.net.Authenticator (it can read them from HTTPS_PROXY, which the \
+     operator sets too), and for https URLs the JDK refuses Basic proxy authentication unless \
+     jdk.http.auth.tunneling.disabledSchemes is set to an empty value";
+
 fn requeue(a: &Applied) -> Requeue {
     // Stuck rollouts (paused, past their deadline, OnDelete) do not progress by themselves:
     // their change wakes the policy.

@@ -2176,3 +2176,49 @@ fn a_released_cron_job_is_patched_at_its_job_template() {
     assert_eq!(hash_of(w.workload("nightly")), None);
     assert!(env_names(w.workload("nightly"), "report").is_empty());
 }
+
+#[test]
+fn a_java_policy_appends_its_options_and_sets_the_variables_as_portable() {
+    let mut w = settled(json!({"noProxy": {"dialect": "java"}}));
+    assert!(w.plan().writes.is_empty(), "settled");
+    let s = w.previous.clone();
+    let options = s.java_options.expect("javaOptions");
+    assert!(
+        options.starts_with("-Dhttp.proxyHost=proxy.corp.example -Dhttp.proxyPort=3128 ")
+            && options.contains(" -Dhttp.nonProxyHosts=cluster.corp|*.cluster.corp|"),
+        "{options}"
+    );
+    assert!(!options.contains("pw"), "no credentials: {options}");
+    // NO_PROXY for the other programs is the portable rendering, not the java one.
+    assert!(!s.no_proxy.as_deref().unwrap_or("").contains('|'));
+    assert!(
+        s.warnings
+            .iter()
+            .any(|x| x == super::report::JAVA_CREDENTIALS)
+    );
+    assert!(s.uncovered.iter().any(|u| u.entry == "10.43.0.0/16"));
+    let v = &w.workloads[0];
+    let app = v.template.spec.as_ref().unwrap().containers[0].clone();
+    let java = app
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "JAVA_TOOL_OPTIONS");
+    let expected = format!("-Degressproxy.managed=egress-proxy-outbound {options}");
+    assert_eq!(
+        java.and_then(|e| e.value.as_deref()),
+        Some(expected.as_str())
+    );
+    // A new entry changes the options, the hash, and rolls the workload once.
+    w.policy
+        .spec
+        .no_proxy
+        .additional
+        .push("*.example.org".into());
+    assert_eq!(ids(&w.plan()), ["Deployment/api"]);
+    w.settle();
+    assert!(w.plan().writes.is_empty(), "once");
+    // An https:// proxy is something the JDK cannot use: the policy blocks.
+    w.credentials = Some(urls("https://proxy.corp.example:3129"));
+    assert_blocked(&w, reason::INVALID_PROXY_URL, "dialect java");
+}

@@ -142,10 +142,17 @@ pub fn needs_probe(i: &Inputs, w: &Wanted) -> bool {
     i.probe_image.is_some() && latest(i).is_none_or(|v| v.job != w.job_name)
 }
 
+/// The configuration under test, as values (none is secret).
+pub struct ProbeEnv<'a> {
+    pub no_proxy: &'a str,
+    /// `java`: the options a workload's `JAVA_TOOL_OPTIONS` gets.
+    pub java_options: Option<&'a str>,
+}
+
 /// The probe Job for a run: the operator's image running `probe` with the environment a
 /// workload gets from the slot under test (credentials by reference only) and the NO_PROXY
 /// under test as a value; no ServiceAccount token, non-root, read-only, small.
-pub fn job(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> Job {
+pub fn job(i: &Inputs, w: &Wanted, values: &ProbeEnv, image: &str) -> Job {
     let mut meta = managed_meta(i.policy);
     meta.name = Some(w.job_name.clone());
     meta.annotations = Some(BTreeMap::from([
@@ -168,7 +175,7 @@ pub fn job(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> Job {
                     labels,
                     ..Default::default()
                 }),
-                spec: Some(pod_spec(i, w, no_proxy, image)),
+                spec: Some(pod_spec(i, w, values, image)),
             },
             ..Default::default()
         }),
@@ -176,7 +183,7 @@ pub fn job(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> Job {
     }
 }
 
-fn pod_spec(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> PodSpec {
+fn pod_spec(i: &Inputs, w: &Wanted, values: &ProbeEnv, image: &str) -> PodSpec {
     let mut args: Vec<String> = vec![
         "probe".into(),
         "--dialect".into(),
@@ -208,7 +215,7 @@ fn pod_spec(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> PodSpec {
             name: "probe".into(),
             image: Some(image.to_owned()),
             args: Some(args),
-            env: Some(probe_env(i, w, no_proxy)),
+            env: Some(probe_env(i, w, values)),
             resources: Some(resources()),
             security_context: Some(SecurityContext {
                 allow_privilege_escalation: Some(false),
@@ -229,13 +236,20 @@ fn pod_spec(i: &Inputs, w: &Wanted, no_proxy: &str, image: &str) -> PodSpec {
 /// The four proxy URL variables from the slot's keys of the managed Secret, NO_PROXY as a
 /// value (it is not secret, and the managed ConfigMap keeps the last verified one), and the
 /// cluster CA.
-fn probe_env(i: &Inputs, w: &Wanted, no_proxy: &str) -> Vec<EnvVar> {
+fn probe_env(i: &Inputs, w: &Wanted, values: &ProbeEnv) -> Vec<EnvVar> {
     let own = own_names(i.policy);
     let mut env = workloads::proxy_url_entries(&own, &w.slot);
     for name in ["NO_PROXY", "no_proxy"] {
         env.push(EnvVar {
             name: name.into(),
-            value: Some(no_proxy.to_owned()),
+            value: Some(values.no_proxy.to_owned()),
+            value_from: None,
+        });
+    }
+    if let Some(options) = values.java_options {
+        env.push(EnvVar {
+            name: workloads::JAVA_OPTIONS.into(),
+            value: Some(options.to_owned()),
             value_from: None,
         });
     }
