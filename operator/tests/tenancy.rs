@@ -250,6 +250,15 @@ fn attempts() -> Vec<(
     let privileged_pod = json!({"spec": {"template": {"spec": {"hostPID": true}}}});
     let account = json!({"spec": {"template": {"spec": {"serviceAccountName": "admin"}}}});
     let scale = json!({"spec": {"replicas": 0}});
+    let java = |value: &str| {
+        json!({"spec": {"template": {"spec": {"containers":
+        [{"name": "api", "env": [{"name": "JAVA_TOOL_OPTIONS", "value": value}]}]}}}})
+    };
+    let ours = "-Degressproxy.managed=egress-proxy-corp -Dhttp.proxyHost=p -Dhttp.proxyPort=3128 \
+        -Dhttps.proxyHost=p -Dhttps.proxyPort=3128 -Dhttp.nonProxyHosts=*.svc";
+    let java_part = java(ours);
+    let java_command = java(&format!("-XX:OnOutOfMemoryError=sh {ours}"));
+    let java_quoted = java(&ours.replace("proxyHost=p ", "proxyHost='p -javaagent:/x.jar' "));
     let job_tpl = |pod: serde_json::Value| json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": pod}}}}});
     let cron_env = job_tpl(json!({"containers":
         [{"name": "job", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}));
@@ -461,6 +470,27 @@ fn attempts() -> Vec<(
             "PATCH",
             "/apis/apps/v1/namespaces/team-a/deployments/api",
             Some(scale),
+            false,
+        ),
+        (
+            "append its options to a container's JAVA_TOOL_OPTIONS (dialect java)",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(java_part),
+            true,
+        ),
+        (
+            "run a command from a JVM: add -XX:OnOutOfMemoryError to JAVA_TOOL_OPTIONS",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(java_command),
+            false,
+        ),
+        (
+            "hide a -javaagent option in a quoted proxy host of JAVA_TOOL_OPTIONS",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(java_quoted),
             false,
         ),
         (
@@ -798,6 +828,71 @@ spec:
         .expect("delete policy");
     eventually("the CronJob released", || async {
         (cron_env(&env).await == ["LEVEL"]).then_some(())
+    })
+    .await;
+    let logs = op.stop();
+    assert!(!logs.contains("denied request"), "{logs}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `JAVA_TOOL_OPTIONS` value of the Deployment `jvm`'s container.
+async fn jvm_options(env: &Env) -> Option<String> {
+    let d = env.deployment("team-a", "jvm").await;
+    let spec = d.spec.and_then(|s| s.template.spec)?;
+    let env = spec.containers.into_iter().next()?.env?;
+    env.into_iter()
+        .find(|e| e.name == "JAVA_TOOL_OPTIONS")?
+        .value
+}
+
+/// A `java` policy under the shipped RBAC and admission policy: the operator appends its
+/// options to the container's own `JAVA_TOOL_OPTIONS`, and gives the own value back when
+/// the policy goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_policies_pass_the_shipped_admission_policy() {
+    let env = cluster().await;
+    env.sim
+        .apply_yaml(
+            r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: jvm, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: jvm}}
+  noProxy: {dialect: java}
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: jvm, namespace: team-a, labels: {egress: jvm}}
+spec:
+  selector: {matchLabels: {app: jvm}}
+  template:
+    metadata: {labels: {app: jvm}}
+    spec:
+      containers:
+        - {name: app, image: app:1, env: [{name: JAVA_TOOL_OPTIONS, value: "-Xmx256m"}]}
+"#,
+        )
+        .expect("policy and Deployment");
+    let dir = std::env::temp_dir().join(format!("epo-java-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let op = Running::start(&env, &dir);
+    wait_reason(&env, "team-a", "jvm", "Reconciled").await;
+    let merged = jvm_options(&env).await.expect("JAVA_TOOL_OPTIONS");
+    assert!(
+        merged.starts_with("-Xmx256m -Degressproxy.managed=egress-proxy-jvm -Dhttp.proxyHost="),
+        "{merged}"
+    );
+    assert!(!merged.contains(PASSWORD), "{merged}");
+    Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(env.client.clone(), "team-a")
+        .delete("jvm", &Default::default())
+        .await
+        .expect("delete policy");
+    eventually("the own options given back", || async {
+        (jvm_options(&env).await.as_deref() == Some("-Xmx256m")).then_some(())
     })
     .await;
     let logs = op.stop();
