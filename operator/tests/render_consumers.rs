@@ -242,6 +242,19 @@ fn bad_arguments_fail_clearly() {
         "unknown dialect \"klingon\"",
     );
     fails(
+        &[
+            "render",
+            "ci",
+            "--format",
+            "github",
+            "--dialect",
+            "java",
+            "--no-proxy",
+            "a",
+        ],
+        "--dialect java: the JVM reads no proxy variable",
+    );
+    fails(
         &["render", "ci", "--format", "jenkins", "--no-proxy", "a"],
         "invalid value 'jenkins'",
     );

@@ -12,7 +12,7 @@ use super::explain::parse_dialect;
 use super::render::{WidenArg, parse_entries};
 use crate::api::EgressProxyPolicy;
 use crate::consumers::{self, CiFormat, DEFAULT_ENV_FILE, Daemon, Facts};
-use crate::noproxy::Rendered;
+use crate::noproxy::{Dialect, Rendered};
 
 /// Arguments of `render`.
 #[derive(Debug, clap::Args)]
@@ -135,14 +135,14 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             None,
         ),
         What::Shell(a) => {
-            let dialect = parse_dialect(&a.dialect)?;
+            let dialect = variables_dialect(&a.dialect)?;
             consumers::check_env_file(&a.env_file.proxy_env_file)?;
             let facts = facts(&a.source)?;
             let (out, r) = consumers::shell_snippet(dialect, &facts, &a.env_file.proxy_env_file)?;
             (out, Some(r))
         }
         What::Ci(a) => {
-            let dialect = parse_dialect(&a.dialect)?;
+            let dialect = variables_dialect(&a.dialect)?;
             let (out, r) = consumers::ci_env(a.format, dialect, &facts(&a.source)?);
             (out, Some(r))
         }
@@ -188,4 +188,15 @@ fn facts(source: &SourceArgs) -> anyhow::Result<Facts> {
         found.with_context(|| format!("EgressProxyPolicy {namespace}/{name} not found"))
     })?;
     consumers::policy_facts(&p)
+}
+
+/// `--dialect` of a consumer that reads the proxy variables: not `java`.
+fn variables_dialect(name: &str) -> anyhow::Result<Dialect> {
+    let dialect = parse_dialect(name)?;
+    anyhow::ensure!(
+        dialect != Dialect::Java,
+        "--dialect java: the JVM reads no proxy variable; render the variables with \
+         --dialect portable and take JAVA_TOOL_OPTIONS from the policy's status.javaOptions"
+    );
+    Ok(dialect)
 }

@@ -80,7 +80,7 @@ pub fn policy_facts(p: &EgressProxyPolicy) -> anyhow::Result<Facts> {
         widen: spec.widen,
     };
     ensure!(
-        f.render(spec.dialect).value == value,
+        f.render(spec.dialect.for_variables()).value == value,
         "{origin}: status.noProxy is not what status.discovered and spec.noProxy give in \
          dialect {} (a status written by another operator version, or not yet updated): \
          render once the operator has reconciled it, or give the entries with --no-proxy",

@@ -208,6 +208,30 @@ fn policy_facts_rederive_the_status_value() {
     );
 }
 
+/// A java policy's status.noProxy is the portable value the variables carry.
+#[test]
+fn a_java_policys_status_is_its_portable_value() {
+    let mut p = policy(json!({"observedGeneration": 1, "discovered": discovered()}));
+    p.spec.no_proxy.dialect = Dialect::Java;
+    let portable = Facts {
+        origin: String::new(),
+        set: IntentSet::new(
+            discovery::policy_intents(
+                &serde_json::from_value(discovered()).unwrap(),
+                &p.spec.no_proxy,
+            )
+            .unwrap(),
+        ),
+        widen: p.spec.no_proxy.widen,
+    }
+    .render(Dialect::Portable)
+    .value;
+    p.status.as_mut().unwrap().no_proxy = Some(portable.clone());
+    let f = policy_facts(&p).unwrap();
+    assert_eq!(f.render(Dialect::Portable).value, portable);
+    assert!(f.render(Dialect::Java).value.contains("|*.corp.example|"));
+}
+
 #[test]
 fn policy_facts_refuse_a_missing_or_stale_status() {
     let err = |status: Value| policy_facts(&policy(status)).unwrap_err().to_string();

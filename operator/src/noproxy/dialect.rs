@@ -127,6 +127,16 @@ impl Dialect {
         Dialect::ALL.into_iter().filter(|d| *d != Dialect::Portable)
     }
 
+    /// The dialect the proxy variables are written in for a policy of this dialect:
+    /// `portable` for `java`, whose JVMs read `JAVA_TOOL_OPTIONS` instead.
+    pub fn for_variables(self) -> Dialect {
+        if self == Dialect::Java {
+            Dialect::Portable
+        } else {
+            self
+        }
+    }
+
     /// The separator between entries of the rendered value: `|` for `java`
     /// (`http.nonProxyHosts`), `,` for NO_PROXY.
     pub fn separator(self) -> &'static str {

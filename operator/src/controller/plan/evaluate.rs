@@ -58,12 +58,7 @@ pub(super) fn rendered(
         let widen = policy.spec.no_proxy.widen;
         let set = IntentSet::new(intents);
         let java = (dialect == Dialect::Java).then(|| render_with(Dialect::Java, &set, widen));
-        let env_dialect = if java.is_some() {
-            Dialect::Portable
-        } else {
-            dialect
-        };
-        let r = render_with(env_dialect, &set, widen);
+        let r = render_with(dialect.for_variables(), &set, widen);
         everything_direct(policy, &r)?;
         let size = env_string_len("NO_PROXY", &r.value);
         if size > MAX_ARG_STRLEN {
