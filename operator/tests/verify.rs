@@ -40,6 +40,11 @@ struct World {
 impl World {
     /// One Secret per slot `(name, password)`.
     async fn start(slots: &[(&str, &str)]) -> World {
+        World::start_in(slots, "portable").await
+    }
+
+    /// [`World::start`] with a policy of `dialect`.
+    async fn start_in(slots: &[(&str, &str)], dialect: &str) -> World {
         let internal = Target::start("internal");
         let external = Target::start("external");
         let forbidden = Target::start("forbidden");
@@ -64,6 +69,7 @@ impl World {
             .map(|(name, password)| (*name, proxy.url_with(USER, password)))
             .collect();
         let yaml = fixture(
+            dialect,
             &slots,
             &ca,
             &[
@@ -106,7 +112,12 @@ impl World {
 }
 
 /// The namespace with the cluster CA, one Secret per slot, the policy and one workload.
-fn fixture(slots: &[(&str, String)], ca: &str, endpoints: &[(String, &str)]) -> String {
+fn fixture(
+    dialect: &str,
+    slots: &[(&str, String)],
+    ca: &str,
+    endpoints: &[(String, &str)],
+) -> String {
     let ca = ca.replace('\n', "\\n");
     let mut y = format!(
         r#"
@@ -146,7 +157,7 @@ spec:
     credentials:
 {credentials}    active: {first}
     rotation: {rotation}
-  noProxy: {{additional: [".corp.test"]}}
+  noProxy: {{additional: [".corp.test"], dialect: {dialect}}}
   verification:
     endpoints:
 {checks}---
@@ -277,6 +288,49 @@ async fn workloads_get_the_proxy_only_after_the_probe_passed_the_four_paths() {
         !visible(&w).await.contains(PASSWORD),
         "no credential in Jobs, Events or status"
     );
+    op.stop().await;
+}
+
+/// A `java` policy: the probe decides with the JDK's model from the options the workloads
+/// get, authenticates as an application Authenticator would, and the workload gets them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_policy_is_verified_with_the_options_the_workloads_get() {
+    let w = World::start_in(&[("blue", PASSWORD)], "java").await;
+    let op = w.operator();
+    let p = wait_verified(&w, "VerificationPassed").await;
+    let s = p.status.expect("status");
+    let got: Vec<&str> = s
+        .verification
+        .as_ref()
+        .expect("verification")
+        .endpoints
+        .iter()
+        .map(|e| e.got.as_str())
+        .collect();
+    assert_eq!(got, ["Direct", "Direct", "Proxied", "Blocked"]);
+    assert_eq!(w.external.requests(), 1);
+    let options = s.java_options.expect("status.javaOptions");
+    assert!(options.contains("|*.corp.test|"), "{options}");
+    wait_reason(&w.env, NS, "outbound", "Reconciled").await;
+    let d = w.env.deployment(NS, "api").await;
+    let c = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("spec")
+        .containers;
+    let java = c[0]
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "JAVA_TOOL_OPTIONS");
+    let value = java
+        .and_then(|e| e.value.clone())
+        .expect("JAVA_TOOL_OPTIONS");
+    assert_eq!(
+        value,
+        format!("-Degressproxy.managed=egress-proxy-outbound {options}")
+    );
+    assert!(!visible(&w).await.contains(PASSWORD));
     op.stop().await;
 }
 

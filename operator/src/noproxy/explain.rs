@@ -220,6 +220,30 @@ mod tests {
         pairs.iter().copied().collect()
     }
 
+    /// The JDK's proxy comes from JAVA_TOOL_OPTIONS; its credentials, for the probe, from the
+    /// scheme's variable as an application Authenticator would read them.
+    #[test]
+    fn a_java_route_authenticates_from_the_variables() {
+        let e = env(&[
+            (
+                "JAVA_TOOL_OPTIONS",
+                "-Dhttps.proxyHost=p -Dhttps.proxyPort=3128",
+            ),
+            ("HTTPS_PROXY", "http://u:pw@other:1"),
+        ]);
+        let m = Matcher::new(Dialect::Java, &e);
+        let t = Target::parse("https://x.example/").unwrap();
+        let (x, proxy) = m.route(&t, "https://x.example/");
+        assert_eq!(proxy.as_deref(), Some("http://u:pw@p:3128/"));
+        assert_eq!(x.proxy.as_deref(), Some("http://p:3128"));
+        let t = Target::parse("http://x.example/").unwrap();
+        assert_eq!(
+            m.route(&t, "http://x.example/").1,
+            None,
+            "no http.proxyHost"
+        );
+    }
+
     #[test]
     fn redacts_credentials_everywhere() {
         let e = env(&[
