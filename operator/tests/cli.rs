@@ -124,7 +124,8 @@ fn explain_all_lists_every_dialect_in_order() {
             "node-proxy-from-env",
             "node-undici",
             "ruby",
-            "rust-reqwest"
+            "rust-reqwest",
+            "java"
         ]
     );
     for d in v.as_array().expect("array") {

@@ -303,11 +303,12 @@ async fn explains_each_container_of_a_live_workload() {
         ])
     );
     let xs = app["explanations"].as_array().expect("explanations");
-    assert_eq!(xs.len(), 12, "{app}");
+    assert_eq!(xs.len(), 13, "{app}");
     let go = xs.iter().find(|x| x["dialect"] == "go").expect("go");
     assert_eq!(go["proxy"], "http://legacy:***@old-proxy.example:8080");
     // Only an uppercase HTTPS_PROXY: wget reads only lowercase and Ruby's Net::HTTP reads
     // http_proxy for https too, so both go direct; the others use it; `portable` says so.
+    // A JVM reads no variable at all: direct.
     let decisions: Vec<(&str, &str)> = xs
         .iter()
         .map(|x| {
@@ -332,6 +333,7 @@ async fn explains_each_container_of_a_live_workload() {
             ("node-undici", "proxy"),
             ("ruby", "direct"),
             ("rust-reqwest", "proxy"),
+            ("java", "direct"),
         ]
     );
     let portable = xs[0]["reason"].as_str().unwrap();
