@@ -295,7 +295,6 @@ impl Scope<'_> {
             namespaces,
             tenancy: self.tenancy.clone(),
             discovery: self.discovery.clone(),
-            failures: Default::default(),
             recent: self.recent.clone(),
         });
         let policy_stream = self.policy_stream(&scope, policy_writer);
@@ -319,6 +318,7 @@ impl Scope<'_> {
         let watched = scope.clone();
         let mut listed = false;
         let mut relist = watches::Relist::default();
+        let cached = policy_writer.as_reader();
         watcher(api, watcher::Config::default().any_semantic())
             .modify(strip)
             .default_backoff()
@@ -328,10 +328,13 @@ impl Scope<'_> {
                     saw_policy(&recent, (&metrics, watched.as_deref()), &mut relist, e);
                     // Not Store::wait_until_ready: its waiter is single, and the controller
                     // waits on it too.
-                    if matches!(e, watcher::Event::InitDone)
-                        && !std::mem::replace(&mut listed, true)
-                    {
-                        readiness.synced();
+                    if matches!(e, watcher::Event::InitDone) {
+                        recent.keep_policies(watched.as_deref(), |(ns, name)| {
+                            cached.get(&ObjectRef::new(name).within(ns)).is_some()
+                        });
+                        if !std::mem::replace(&mut listed, true) {
+                            readiness.synced();
+                        }
                     }
                     if matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
                         tenancy.sweep();

@@ -5,7 +5,11 @@
 //! when the cache applies the watch event that carries the version the server returned for
 //! it, or when the object is deleted. A watch that re-lists can skip that version: a re-list
 //! that started after the write (the write is in it) forgets it too. [`LIFETIME`] is a last
-//! resort, far beyond any healthy cache's lag.
+//! resort, far beyond any healthy cache's lag; expired writes are dropped at least every
+//! [`PRUNE_EVERY`], so an object deleted while its watch was down leaves nothing behind.
+//!
+//! It also keeps each policy's count of consecutive failed reconciles (the backoff), until
+//! the policy reconciles, is deleted, or a re-list no longer shows it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
@@ -29,6 +33,9 @@ struct Written<V> {
     at: Instant,
     value: V,
 }
+
+/// How often expired writes are looked for.
+pub(crate) const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// How many of the latest (object, version) pairs a cache applied are kept: a write's reply
 /// can arrive after the cache has already applied its version (and a newer one).
@@ -89,6 +96,18 @@ impl<K: Eq + Hash + Clone, V: Clone> Writes<K, V> {
         }
     }
 
+    /// Drops the writes remembered for [`LIFETIME`] or longer.
+    fn prune(&self, now: Instant) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|_, w| now.duration_since(w.at) < LIFETIME);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
     fn forget(&self, key: &K) {
         if let Ok(mut m) = self.0.lock() {
             m.remove(key);
@@ -103,13 +122,23 @@ impl<K: Eq + Hash + Clone, V: Clone> Writes<K, V> {
     }
 }
 
-/// The writes of one operator instance, by kind.
+/// The writes of one operator instance, by kind, and the policies' failure counts.
 #[derive(Default)]
 pub(crate) struct Recent {
     secrets: Writes<Key, BTreeMap<String, ByteString>>,
     config_maps: Writes<Key, BTreeMap<String, String>>,
     workloads: Writes<WorkloadId, String>,
     statuses: Writes<Key, EgressProxyPolicyStatus>,
+    failures: Mutex<HashMap<Key, u32>>,
+    pruned: Mutex<Option<Instant>>,
+}
+
+/// How many entries [`Recent`] holds: writes of each kind and failure counts.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub writes: usize,
+    pub failures: usize,
 }
 
 /// What a watch event tells [`Recent`]: the cache now holds `key` at `version`, or it is gone.
@@ -119,6 +148,64 @@ pub(crate) enum Seen<'a> {
 }
 
 impl Recent {
+    /// Counts one more failed reconcile of a policy; the count so far.
+    pub(crate) fn failed(&self, key: Key) -> u32 {
+        self.failures.lock().map_or(1, |mut f| {
+            let n = f.entry(key).or_insert(0);
+            *n += 1;
+            *n
+        })
+    }
+
+    /// A policy reconciled: its backoff starts over.
+    pub(crate) fn succeeded(&self, key: &Key) {
+        if let Ok(mut f) = self.failures.lock() {
+            f.remove(key);
+        }
+    }
+
+    /// After a re-list of the policies of `scope` (a namespace, or all): forgets the failure
+    /// counts and status writes of those it no longer shows (deleted while the watch was
+    /// down, so no delete event came).
+    pub(crate) fn keep_policies(&self, scope: Option<&str>, listed: impl Fn(&Key) -> bool) {
+        let gone = |k: &Key| scope.is_none_or(|s| s == k.0) && !listed(k);
+        if let Ok(mut f) = self.failures.lock() {
+            f.retain(|k, _| !gone(k));
+        }
+        if let Ok(mut m) = self.statuses.0.lock() {
+            m.retain(|k, _| !gone(k));
+        }
+    }
+
+    /// Drops expired writes when [`PRUNE_EVERY`] has passed since the last time.
+    pub(crate) fn prune(&self, now: Instant) {
+        let due = self.pruned.lock().is_ok_and(|mut last| {
+            let due = last.is_none_or(|t| now.duration_since(t) >= PRUNE_EVERY);
+            if due {
+                *last = Some(now);
+            }
+            due
+        });
+        if due {
+            self.secrets.prune(now);
+            self.config_maps.prune(now);
+            self.workloads.prune(now);
+            self.statuses.prune(now);
+        }
+    }
+
+    /// What is held now.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> Held {
+        Held {
+            writes: self.secrets.len()
+                + self.config_maps.len()
+                + self.workloads.len()
+                + self.statuses.len(),
+            failures: self.failures.lock().map_or(0, |f| f.len()),
+        }
+    }
+
     /// The managed Secret's data as last written, while the cache has not shown that write.
     pub(crate) fn secret(&self, key: &Key) -> Option<BTreeMap<String, ByteString>> {
         self.secrets.recall(key, Instant::now())
@@ -223,7 +310,11 @@ impl Recent {
     }
 
     pub(crate) fn saw_policy(&self, key: &Key, seen: Seen) {
+        if matches!(seen, Seen::Deleted) {
+            self.succeeded(key);
+        }
         see(&self.statuses, key, seen);
+        self.prune(Instant::now());
     }
 }
 
@@ -313,6 +404,76 @@ mod tests {
             None,
             "the list holds the write"
         );
+    }
+
+    fn workload(i: usize) -> WorkloadId {
+        WorkloadId {
+            kind: WorkloadKind::Deployment,
+            namespace: format!("ns-{}", i % 100),
+            name: format!("w-{i}"),
+        }
+    }
+
+    fn key(ns: &str, name: &str) -> Key {
+        (ns.to_owned(), name.to_owned())
+    }
+
+    /// 10,000 objects created, written, failed and deleted: nothing is left behind.
+    #[test]
+    fn create_delete_cycles_leave_nothing_behind() {
+        let r = Recent::default();
+        for i in 0..10_000 {
+            let id = workload(i);
+            r.wrote_workload(id.clone(), None, rv("2"), "h".into());
+            let k = key(&id.namespace, &id.name);
+            r.wrote_status(k.clone(), None, rv("3"), EgressProxyPolicyStatus::default());
+            assert_eq!(r.failed(k.clone()), 1);
+            r.saw_workload(&id, Seen::Deleted);
+            r.saw_policy(&k, Seen::Deleted);
+        }
+        assert_eq!(
+            r.held(),
+            Held {
+                writes: 0,
+                failures: 0
+            }
+        );
+    }
+
+    /// Objects deleted while the watch was down send no delete event: expired writes go at
+    /// the next prune, failure counts and status writes when a re-list no longer shows them.
+    #[test]
+    fn what_no_delete_event_ends_is_pruned() {
+        let r = Recent::default();
+        for i in 0..1_000 {
+            r.wrote_workload(workload(i), None, rv("2"), "h".into());
+        }
+        r.failed(key("a", "gone"));
+        r.failed(key("a", "kept"));
+        r.failed(key("b", "other-scope"));
+        r.wrote_status(key("a", "gone"), None, rv("3"), Default::default());
+        let now = Instant::now();
+        let second = Duration::from_secs(1);
+        r.prune(now + LIFETIME - second);
+        assert_eq!(r.held().writes, 1_001, "nothing has expired yet");
+        r.prune(now + LIFETIME + second);
+        assert_eq!(r.held().writes, 1_001, "pruned at most every PRUNE_EVERY");
+        r.prune(now + LIFETIME + PRUNE_EVERY);
+        assert_eq!(r.held().writes, 0);
+        r.keep_policies(Some("a"), |k| k.1 == "kept");
+        assert_eq!(r.held().failures, 2, "a/kept and b/other-scope stay");
+        r.keep_policies(None, |_| false);
+        assert_eq!(
+            r.held(),
+            Held {
+                writes: 0,
+                failures: 0
+            }
+        );
+        // A success ends a count as well.
+        r.failed(key("a", "x"));
+        r.succeeded(&key("a", "x"));
+        assert_eq!(r.held().failures, 0);
     }
 
     #[test]

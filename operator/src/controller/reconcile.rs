@@ -91,10 +91,8 @@ pub(super) async fn reconcile(
             ctx.settings.metrics.reconciled(started.elapsed(), category);
         }
     }
-    if result.is_ok()
-        && let Ok(mut f) = ctx.failures.lock()
-    {
-        f.remove(&key);
+    if result.is_ok() {
+        ctx.recent.succeeded(&key);
     }
     result
 }
@@ -118,15 +116,7 @@ pub(super) fn error_policy(policy: Arc<EgressProxyPolicy>, err: &Error, ctx: Arc
         return Action::await_change();
     }
     let key = (ns.clone(), name.clone());
-    let n = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(key).or_insert(0);
-            *n += 1;
-            *n
-        })
-        .unwrap_or(1);
+    let n = ctx.recent.failed(key);
     let delay =
         Duration::from_millis(500u64.saturating_mul(1 << n.min(8))).min(Duration::from_secs(120));
     let category = err.category();

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::channel::mpsc;
@@ -58,7 +58,6 @@ pub struct Ctx {
     /// The managed Secrets and ConfigMaps of each namespace, and source Secret wake-ups.
     pub(crate) tenancy: Arc<Tenancy>,
     pub(crate) discovery: Discovery,
-    pub(crate) failures: Mutex<std::collections::HashMap<(String, String), u32>>,
     pub(crate) recent: Arc<Recent>,
 }
 
