@@ -377,12 +377,15 @@ async fn discovery_reports_sources_and_a_new_node_re_renders_once() {
         np.contains("10.42.0.0/22").then_some(p)
     })
     .await;
+    // Its address is in a new node subnet: written as that /24, the address in status.
+    let s = p.status.unwrap();
+    assert!(s.no_proxy.unwrap().contains("192.168.52.0/24"));
+    let d = s.discovered.unwrap();
     assert!(
-        p.status
+        d.node_addresses
             .unwrap()
-            .no_proxy
-            .unwrap()
-            .contains("192.168.52.14")
+            .values
+            .contains(&"192.168.52.14".into())
     );
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     settle().await;

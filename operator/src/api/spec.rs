@@ -293,6 +293,43 @@ pub struct NoProxySpec {
     /// extra hosts that go direct are listed in `status.warnings`.
     #[serde(default)]
     pub widen: Widen,
+
+    /// How node addresses are written: as the subnets of these prefix lengths that cover
+    /// them, so that nodes joining inside a known subnet change nothing (and roll nothing).
+    /// `ipv4: 32`, `ipv6: 128` write each address.
+    #[serde(default)]
+    pub node_subnets: NodeSubnets,
+}
+
+/// Prefix lengths of the subnets node addresses are written as.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSubnets {
+    /// IPv4 prefix length, 8 to 32.
+    #[serde(default = "v4_prefix")]
+    #[schemars(range(min = 8, max = 32))]
+    pub ipv4: u8,
+    /// IPv6 prefix length, 32 to 128.
+    #[serde(default = "v6_prefix")]
+    #[schemars(range(min = 32, max = 128))]
+    pub ipv6: u8,
+}
+
+fn v4_prefix() -> u8 {
+    24
+}
+
+fn v6_prefix() -> u8 {
+    64
+}
+
+impl Default for NodeSubnets {
+    fn default() -> Self {
+        NodeSubnets {
+            ipv4: v4_prefix(),
+            ipv6: v6_prefix(),
+        }
+    }
 }
 
 /// Switches for cluster discovery. Each discovered fact is reported with its source.

@@ -146,6 +146,11 @@ pub struct DiscoveredFacts {
     /// Node InternalIPs (aggregated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_addresses: Option<Fact>,
+    /// The subnets NO_PROXY lists for the node addresses (`spec.noProxy.nodeSubnets`). A
+    /// subnet whose nodes all left is kept until a node joins in a new subnet: a node leaving
+    /// changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_subnets: Option<Fact>,
     /// Cloud metadata addresses of the detected platform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_metadata: Option<Fact>,

@@ -6,6 +6,7 @@ mod cloud;
 #[cfg(test)]
 mod distributions;
 mod networks;
+mod nodes;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -153,7 +154,7 @@ const KUBEADM: &str = "ConfigMap kube-system/kubeadm-config";
 const KUBELET: &str = "ConfigMap kube-system/kubelet-config";
 const COREDNS: &str = "ConfigMap kube-system/coredns";
 
-/// The six facts, every one `Some`: sorted, deduplicated, canonical values and their source,
+/// The six facts, every one `Some` (node subnets are a policy's, see [`node_subnets`]): sorted, deduplicated, canonical values and their source,
 /// or empty values and a message saying where discovery looked.
 pub fn discover(inputs: &ClusterInputs) -> DiscoveredFacts {
     let kubeadm = inputs
@@ -166,7 +167,19 @@ pub fn discover(inputs: &ClusterInputs) -> DiscoveredFacts {
         pod_network: Some(networks::pod_network(inputs, kubeadm.as_ref())),
         cluster_domain: Some(cluster_domain(inputs, kubeadm.as_ref())),
         node_addresses: Some(node_addresses(inputs)),
+        node_subnets: None,
         cloud_metadata: Some(cloud::cloud_metadata(&inputs.nodes)),
+    }
+}
+
+pub use nodes::node_subnets;
+
+/// The node entries: the covering subnets, or the addresses where a status written before
+/// subnets has none.
+fn node_entries(facts: &DiscoveredFacts) -> &Option<Fact> {
+    match &facts.node_subnets {
+        Some(_) => &facts.node_subnets,
+        None => &facts.node_addresses,
     }
 }
 
@@ -225,7 +238,7 @@ pub fn policy_entries(facts: &DiscoveredFacts, spec: &NoProxySpec) -> PolicyEntr
         (d.api_server, "apiServer", &facts.api_server),
         (d.service_network, "serviceNetwork", &facts.service_network),
         (d.pod_network, "podNetwork", &facts.pod_network),
-        (d.node_addresses, "nodeAddresses", &facts.node_addresses),
+        (d.node_addresses, "nodeAddresses", node_entries(facts)),
     ];
     for (enabled, name, fact) in plain {
         if enabled {

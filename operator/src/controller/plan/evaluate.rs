@@ -4,7 +4,7 @@
 
 use super::Blocker;
 use crate::api::reasons::reason;
-use crate::api::{DiscoveredFacts, EgressProxyPolicy};
+use crate::api::{DiscoveredFacts, EgressProxyPolicy, Fact};
 use crate::credentials::ProxyUrls;
 use crate::discovery::{self, ClusterInputs};
 use crate::noproxy::dialects::java;
@@ -47,12 +47,14 @@ impl Rendering {
     }
 }
 
-/// The discovered facts, and the rendering or why there is none.
+/// The discovered facts, and the rendering or why there is none. `previous`: the node
+/// subnets the last status reported.
 pub(super) fn rendered(
     policy: &EgressProxyPolicy,
     cluster: &ClusterInputs,
+    previous: Option<&Fact>,
 ) -> (DiscoveredFacts, Result<Rendering, Blocker>) {
-    let (facts, intents) = intents(policy, cluster);
+    let (facts, intents) = intents(policy, cluster, previous);
     let rendered = intents.and_then(|intents| {
         let dialect = policy.spec.no_proxy.dialect;
         let widen = policy.spec.no_proxy.widen;
@@ -142,8 +144,11 @@ fn blocker(reason: &'static str, message: String) -> Blocker {
 fn intents(
     policy: &EgressProxyPolicy,
     cluster: &ClusterInputs,
+    previous: Option<&Fact>,
 ) -> (DiscoveredFacts, Result<Vec<Intent>, Blocker>) {
-    let facts = discovery::discover(cluster);
+    let mut facts = discovery::discover(cluster);
+    let prefix = policy.spec.no_proxy.node_subnets;
+    facts.node_subnets = discovery::node_subnets(facts.node_addresses.as_ref(), prefix, previous);
     let intents = discovery::policy_intents(&facts, &policy.spec.no_proxy)
         .map_err(|e| blocker(e.reason, e.message));
     (facts, intents)

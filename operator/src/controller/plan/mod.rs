@@ -244,7 +244,9 @@ pub fn needs_credentials(
     admitted: bool,
     cluster: &ClusterInputs,
 ) -> bool {
-    active(policy, admitted) && evaluate::rendered(policy, cluster).1.is_ok()
+    let previous = policy.status.as_ref().and_then(|s| s.discovered.as_ref());
+    let subnets = previous.and_then(|d| d.node_subnets.as_ref());
+    active(policy, admitted) && evaluate::rendered(policy, cluster, subnets).1.is_ok()
 }
 
 /// Whether the executor must look up an object with the managed name that its caches (which
@@ -335,7 +337,9 @@ pub fn plan(i: &Inputs) -> Plan {
         };
         return release_all(i, plan, verdict);
     }
-    let (facts, rendered) = evaluate::rendered(p, i.cluster);
+    let subnets = i.previous.discovered.as_ref();
+    let subnets = subnets.and_then(|d| d.node_subnets.as_ref());
+    let (facts, rendered) = evaluate::rendered(p, i.cluster, subnets);
     if let Some(why) = i.denied {
         return blocked(plan, not_authorized(i, why), facts, None);
     }

@@ -346,7 +346,8 @@ fn hash_of(v: &WorkloadView) -> Option<String> {
 }
 
 /// In the default `portable` dialect: the CIDRs and `::1` are uncovered.
-const NO_PROXY: &str = "cluster.corp,.cluster.corp,cluster.corp.,.cluster.corp.,localhost,localhost.,svc,.svc,svc.,.svc.,10.42.0.0/24,10.43.0.1,10.43.0.0/16,127.0.0.1,192.168.1.10";
+/// The node address 192.168.1.10 is written as its /24.
+const NO_PROXY: &str = "cluster.corp,.cluster.corp,cluster.corp.,.cluster.corp.,localhost,localhost.,svc,.svc,svc.,.svc.,10.42.0.0/24,10.43.0.1,10.43.0.0/16,192.168.1.0/24,127.0.0.1";
 
 // --- the first reconcile and the steady state ---
 
@@ -1234,6 +1235,58 @@ fn pending_lists_are_bounded() {
     );
 }
 
+fn node(i: u32, subnet: &str) -> NodeInputs {
+    NodeInputs {
+        name: format!("n-{subnet}-{i}"),
+        pod_cidrs: vec![format!("10.42.{}.0/24", i + 1)],
+        internal_ips: vec![format!("{subnet}.{i}")],
+        provider_id: None,
+        ..Default::default()
+    }
+}
+
+/// With a cluster-wide pod network, 100 nodes joining the known node subnet and leaving it
+/// again write nothing but status; a node in a new subnet rolls each workload once, and its
+/// leaving rolls nothing.
+#[test]
+fn node_churn_in_known_subnets_rolls_nothing() {
+    let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
+    w.cluster.overrides.pod_cidrs = vec!["10.42.0.0/16".into()];
+    w.settle();
+    let before = w.config_map.data.clone();
+    let one = w.cluster.nodes.clone();
+    w.cluster
+        .nodes
+        .extend((11..111).map(|i| node(i, "192.168.1")));
+    let p = w.settle();
+    assert!(p.writes.is_empty(), "{:?}", ids(&p));
+    assert_eq!(p.config_map, Change::Keep);
+    let facts = w.previous.discovered.clone().expect("discovered");
+    assert_eq!(facts.node_addresses.expect("addresses").values.len(), 101);
+    assert_eq!(
+        facts.node_subnets.expect("subnets").values,
+        ["192.168.1.0/24"]
+    );
+    w.cluster.nodes = one.clone();
+    assert!(w.settle().writes.is_empty(), "scale-down");
+    // A new subnet: one roll, however many nodes join it.
+    w.cluster
+        .nodes
+        .extend((1..=20).map(|i| node(i, "192.168.7")));
+    assert_eq!(ids(&w.settle()), ["Deployment/api"]);
+    w.cluster
+        .nodes
+        .extend((21..=40).map(|i| node(i, "192.168.7")));
+    assert!(w.settle().writes.is_empty(), "the rest of the burst");
+    w.cluster.nodes = one;
+    let p = w.settle();
+    assert!(
+        p.writes.is_empty() && p.config_map == Change::Keep,
+        "its nodes left"
+    );
+    assert_ne!(w.config_map.data, before, "192.168.7.0/24 is kept");
+}
+
 #[test]
 fn a_node_joining_re_renders_once_and_rolls_every_workload() {
     let mut w = settled(json!({"noProxy": {"dialect": "go"}}));
@@ -1248,10 +1301,11 @@ fn a_node_joining_re_renders_once_and_rolls_every_workload() {
     let Change::Apply(cm) = &p.config_map else {
         panic!("NO_PROXY changes: {:?}", p.config_map)
     };
-    // Both nodes' pod CIDRs and addresses, aggregated.
+    // Both nodes' pod CIDRs, aggregated (no cluster-wide pod network is known); the node
+    // subnet 192.168.1.0/24 covers both addresses.
     assert_eq!(
         cm["NO_PROXY"],
-        "cluster.corp,cluster.corp.,localhost,localhost.,svc,svc.,10.42.0.0/23,10.43.0.0/16,127.0.0.1,192.168.1.10/31,::1"
+        "cluster.corp,cluster.corp.,localhost,localhost.,svc,svc.,10.42.0.0/23,10.43.0.0/16,127.0.0.1,192.168.1.0/24,::1"
     );
     assert_eq!(ids(&p), ["Deployment/api"]);
     w.settle();
