@@ -110,7 +110,9 @@ impl Dialect {
             }
             Dialect::Ruby => "Ruby 3.1.2 net/http + uri (Debian 12 package ruby 1:3.1)",
             Dialect::RustReqwest => "reqwest 0.13.5 with hyper-util 0.1.21 (crates.io)",
-            Dialect::Java => "OpenJDK 17.0 (Debian 12 package openjdk-17-jdk-headless)",
+            Dialect::Java => {
+                "OpenJDK 17.0 HttpURLConnection (Debian 12 package openjdk-17-jdk-headless)"
+            }
         }
     }
 

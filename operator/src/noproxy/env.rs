@@ -133,7 +133,7 @@ pub const PROXY_URL_VARS: [&str; 6] = [
 /// Every variable some modelled client reads: the proxy URLs, NO_PROXY in both cases, and
 /// the CGI pair (`REQUEST_METHOD` makes Go, Python and Ruby ignore `HTTP_PROXY`; Ruby then
 /// reads `CGI_HTTP_PROXY`). Only these change a decision of [`crate::noproxy::Matcher`].
-pub const READ_VARS: [&str; 11] = [
+pub const READ_VARS: [&str; 13] = [
     "HTTP_PROXY",
     "http_proxy",
     "HTTPS_PROXY",
@@ -145,6 +145,8 @@ pub const READ_VARS: [&str; 11] = [
     "REQUEST_METHOD",
     "CGI_HTTP_PROXY",
     "JAVA_TOOL_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "_JAVA_OPTIONS",
 ];
 
 /// Whether a variable holds a proxy URL (and so maybe credentials): one of

@@ -180,7 +180,7 @@ impl Variable {
         self.value.as_deref().map(|v| {
             if holds_proxy_url(&self.name) {
                 redact_proxy(v)
-            } else if self.name == java::TOOL_OPTIONS {
+            } else if java::OPTION_VARS.contains(&self.name.as_str()) {
                 java::redact_options(v)
             } else {
                 redact(v)

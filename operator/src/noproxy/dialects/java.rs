@@ -3,13 +3,16 @@
 //! `determineProxies`, `toPattern`, `disjunctToRegex`; HotSpot `arguments.cpp`
 //! `parse_options_buffer` for `JAVA_TOOL_OPTIONS`).
 //!
-//! - The JDK never reads the proxy variables. It reads system properties; from the
-//!   environment only `JAVA_TOOL_OPTIONS` sets them: split at whitespace, `'…'`/`"…"` keep
-//!   blanks (an unmatched quote stops the JVM), `-Dname=value` (last one wins, `-Dname` is
-//!   empty).
+//! - The JDK never reads the proxy variables. It reads system properties, which the
+//!   environment sets through `JAVA_TOOL_OPTIONS`, then `JDK_JAVA_OPTIONS` (the `java`
+//!   launcher's), then `_JAVA_OPTIONS`: each split at C `isspace` (vertical tab included),
+//!   `'…'`/`"…"` keep blanks (an unmatched quote stops the JVM), `-Dname=value` (the last one
+//!   wins, `-Dname` is empty).
 //! - Proxy host: `http.proxyHost`, else `proxyHost`, else `socksProxyHost` (https:
-//!   `https.proxyHost` first); empty is unset. Port: the same prefix's `…Port`, else the
-//!   other prefix's, else 80 for http and **443** for https.
+//!   `https.proxyHost` first); empty is unset. Port (`Integer.decode`: `0x`/`#` hex, a leading
+//!   `0` octal, no blanks; what does not decode, and 0, is unset): the same prefix's `…Port`,
+//!   else the other prefix's, else 80 for http and **443** for https; one outside 1–65535
+//!   fails the request.
 //! - `http.nonProxyHosts` serves http and https. Unset: `localhost|127.*|[::1]|0.0.0.0|[::0]`;
 //!   empty: nothing; otherwise the value plus that default. Split at `|`, empty parts skipped,
 //!   lowercased, no trimming; `*` alone matches everything, a leading and/or trailing `*` is
@@ -26,8 +29,10 @@ use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
 
-/// The variable the JVM reads its options from.
+/// The variable the JVM reads its options from, and the one the operator writes.
 pub const TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
+/// Every variable options come from, in the order they apply (a later property wins).
+pub const OPTION_VARS: [&str; 3] = [TOOL_OPTIONS, "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"];
 /// The property holding the bypass list, for http and https.
 pub const NON_PROXY_HOSTS: &str = "http.nonProxyHosts";
 /// What the JDK bypasses when `http.nonProxyHosts` is unset, and adds to a non-empty one.
@@ -40,17 +45,22 @@ pub(crate) struct Model {
     broken: Option<String>,
 }
 
+/// C `isspace` in the C locale.
+fn space(c: &char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
 /// `JAVA_TOOL_OPTIONS` split the way HotSpot splits it, or the error that stops the JVM.
 pub fn split_options(value: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut chars = value.chars().peekable();
     loop {
-        while chars.next_if(|c| c.is_ascii_whitespace()).is_some() {}
+        while chars.next_if(space).is_some() {}
         if chars.peek().is_none() {
             return Ok(out);
         }
         let mut token = String::new();
-        while let Some(c) = chars.next_if(|c| !c.is_ascii_whitespace()) {
+        while let Some(c) = chars.next_if(|c| !space(c)) {
             if c != '\'' && c != '"' {
                 token.push(c);
                 continue;
@@ -59,7 +69,7 @@ pub fn split_options(value: &str) -> Result<Vec<String>, String> {
                 match chars.next() {
                     Some(q) if q == c => break,
                     Some(x) => token.push(x),
-                    None => return Err(format!("Unmatched quote in {TOOL_OPTIONS}")),
+                    None => return Err("Unmatched quote".to_owned()),
                 }
             }
         }
@@ -150,22 +160,57 @@ fn disjunct_matches(part: &str, host: &str) -> bool {
     }
 }
 
+/// Java's `Integer.decode`: an optional sign, then `0x`, `0X` or `#` for hex, a leading `0`
+/// for octal, else decimal; `None` where it throws.
+pub fn decode(text: &str) -> Option<i64> {
+    let (negative, rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (radix, digits) = if let Some(h) = rest.strip_prefix("0x").or(rest.strip_prefix("0X")) {
+        (16, h)
+    } else if let Some(h) = rest.strip_prefix('#') {
+        (16, h)
+    } else if rest.len() > 1 && rest.starts_with('0') {
+        (8, &rest[1..])
+    } else {
+        (10, rest)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let v = i64::from_str_radix(digits, radix).ok()?;
+    let v = if negative { -v } else { v };
+    i32::try_from(v).ok().map(i64::from)
+}
+
 impl Model {
     pub fn new(env: &Env) -> Model {
-        let (props, broken) = match env.get(TOOL_OPTIONS).map(split_options) {
-            None => (HashMap::new(), None),
-            Some(Ok(options)) => (properties(&options), None),
-            Some(Err(e)) => (HashMap::new(), Some(e)),
-        };
-        Model { props, broken }
+        let mut props = HashMap::new();
+        for var in OPTION_VARS {
+            match env.get(var).map(split_options) {
+                None => {}
+                Some(Ok(options)) => props.extend(properties(&options)),
+                Some(Err(e)) => {
+                    let broken = Some(format!("{e} in {var}"));
+                    return Model { props, broken };
+                }
+            }
+        }
+        Model {
+            props,
+            broken: None,
+        }
     }
 
     fn prop(&self, name: &str) -> Option<&str> {
         self.props.get(name).map(String::as_str)
     }
 
-    /// The proxy for `scheme` (`host:port`, the property naming the host), if one is set.
-    fn proxy(&self, scheme: &str) -> Option<(String, &'static str)> {
+    /// The proxy for `scheme` (`host:port`, the property naming the host), if one is set;
+    /// `Err` for a port the JDK refuses.
+    fn proxy(&self, scheme: &str) -> Option<Result<(String, &'static str), String>> {
         let prefixes: [&'static str; 3] = if scheme == "https" {
             ["https.proxy", "proxy", "socksProxy"]
         } else {
@@ -177,7 +222,7 @@ impl Model {
         })?;
         let port_of = |p: &str| {
             self.prop(&format!("{p}Port"))
-                .and_then(|v| v.trim().parse::<u16>().ok())
+                .and_then(decode)
                 .filter(|p| *p != 0)
         };
         let port = port_of(prefixes[j])
@@ -187,6 +232,9 @@ impl Model {
                 (_, "https") => 443,
                 _ => 80,
             });
+        if !(1..=65535).contains(&port) {
+            return Some(Err(format!("port out of range:{port}")));
+        }
         let kind = if j == 2 { "socks" } else { "http" };
         let var = [
             if scheme == "https" {
@@ -197,22 +245,29 @@ impl Model {
             "proxyHost",
             "socksProxyHost",
         ][j];
-        Some((format!("{kind}://{host}:{port}"), var))
+        Some(Ok((format!("{kind}://{host}:{port}"), var)))
     }
 
     pub fn decide(&self, t: &Target) -> Verdict {
         if let Some(e) = &self.broken {
             return Verdict::error(format!("{e}: the JVM does not start"));
         }
-        let Some((proxy, var)) = self.proxy(&t.scheme) else {
-            return Verdict::no_proxy_for(
-                &t.scheme,
-                &format!(
-                    "{}.proxyHost, proxyHost, socksProxyHost from {TOOL_OPTIONS}; the JDK never \
-                     reads HTTP_PROXY or NO_PROXY",
-                    t.scheme
-                ),
-            );
+        let (proxy, var) = match self.proxy(&t.scheme) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return Verdict::error(format!("IllegalArgumentException: {e}: the request fails"));
+            }
+            None => {
+                return Verdict::no_proxy_for(
+                    &t.scheme,
+                    &format!(
+                        "{}.proxyHost, proxyHost, socksProxyHost from {}; the JDK never reads \
+                         HTTP_PROXY or NO_PROXY",
+                        t.scheme,
+                        OPTION_VARS.join(", ")
+                    ),
+                );
+            }
         };
         let list = match self.prop(NON_PROXY_HOSTS) {
             None => DEFAULT_NON_PROXY.to_owned(),
@@ -282,6 +337,7 @@ mod tests {
             ["-Da=1", "-Db=x yz", "-Dc=|"]
         );
         assert!(split_options("-Da='x").is_err());
+        assert_eq!(split_options("-Da=1\x0b-Db=2").unwrap(), ["-Da=1", "-Db=2"]);
         let p = properties(&split_options("-Da=1 -Da=2 -Db -Xmx1g").unwrap());
         assert_eq!((p["a"].as_str(), p["b"].as_str(), p.len()), ("2", "", 2));
     }
@@ -305,6 +361,41 @@ mod tests {
         let v = d("-Dhttp.proxyHost= -DproxyHost=q -DproxyPort=9", "http://x/");
         assert_eq!(v.proxy.as_deref(), Some("http://q:9"));
         assert_eq!(d("-Da='x", "http://x/").decision, Decision::Error);
+        // Integer.decode: hex and octal, no blanks; 0 and what does not decode are unset.
+        let port = |p: &str| {
+            d(
+                &format!("-Dhttp.proxyHost=q -Dhttp.proxyPort={p}"),
+                "http://x/",
+            )
+        };
+        assert_eq!(port("0x7A31").proxy.as_deref(), Some("http://q:31281"));
+        assert_eq!(port("#50").proxy.as_deref(), Some("http://q:80"));
+        assert_eq!(port("0100").proxy.as_deref(), Some("http://q:64"));
+        assert_eq!(port("031281").proxy.as_deref(), Some("http://q:80"));
+        assert_eq!(port("' 3128'").proxy.as_deref(), Some("http://q:80"));
+        assert_eq!(port("99999").decision, Decision::Error);
+        assert_eq!(port("-5").decision, Decision::Error);
+        assert_eq!(port("99999999999").proxy.as_deref(), Some("http://q:80"));
+    }
+
+    #[test]
+    fn the_launchers_and_the_override_variable_come_later() {
+        let env: Env = [
+            (TOOL_OPTIONS, "-Dhttp.proxyHost=a -Dhttp.nonProxyHosts=x"),
+            ("JDK_JAVA_OPTIONS", "-Dhttp.nonProxyHosts=y"),
+        ]
+        .into_iter()
+        .collect();
+        let v = Model::new(&env).decide(&Target::parse("http://x/").unwrap());
+        assert_eq!(v.decision, Decision::Proxy, "JDK_JAVA_OPTIONS wins");
+        let env: Env = [("_JAVA_OPTIONS", "-Dhttp.proxyHost=b")]
+            .into_iter()
+            .collect();
+        let v = Model::new(&env).decide(&Target::parse("http://x/").unwrap());
+        assert_eq!(v.proxy.as_deref(), Some("http://b:80"));
+        let env: Env = [("JDK_JAVA_OPTIONS", "'")].into_iter().collect();
+        let v = Model::new(&env).decide(&Target::parse("http://x/").unwrap());
+        assert_eq!(v.decision, Decision::Error);
     }
 
     #[test]
