@@ -57,7 +57,14 @@ CLIENTS = [
     "node-undici",
     "ruby",
     "rust-reqwest",
+    "java",
 ]
+# The JDK reads no proxy variable: only JAVA_TOOL_OPTIONS (-D system properties) reaches it.
+JAVA_CLIENT = "java"
+JAVA_TOOL_OPTIONS = "JAVA_TOOL_OPTIONS"
+# Debian's OpenJDK 17 (the version the `java` dialect models), not any other JDK on PATH.
+JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
+JAVA_CLASSES = WORK / "java-classes"  # java/Probe.java compiled by run.sh
 
 SECRET = "s3cr3t-Pw"  # password in {proxy_upper_auth}; must never appear in engine output
 CLIENT_TIMEOUT = 10.0  # seconds a client may take for one case before it is killed
@@ -67,6 +74,9 @@ CLIENT_TIMEOUT = 10.0  # seconds a client may take for one case before it is kil
 def placeholders() -> dict[str, str]:
     d = {name: f"http://127.0.0.1:{port}" for name, port in PROXIES.items()}
     d["proxy_upper_noscheme"] = f"127.0.0.1:{PROXIES['proxy_upper']}"
+    # bare port numbers, for JAVA_TOOL_OPTIONS (-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={port_upper})
+    for name, port in PROXIES.items():
+        d["port_" + name.removeprefix("proxy_")] = str(port)
     # same listener as proxy_upper, with credentials the engine must never print
     d["proxy_upper_auth"] = f"http://user:{SECRET}@127.0.0.1:{PROXIES['proxy_upper']}"
     return d
@@ -255,6 +265,12 @@ class Server:
                     rec["first_line"] = "<TLS ClientHello>"
                     self._close(conn)
                     continue
+                if rec["kind"] == "proxy" and buf[:1] in (b"\x04", b"\x05"):
+                    # a SOCKS greeting (the JDK's socksProxyHost): recorded, closed at once so
+                    # the client fails fast instead of waiting for a SOCKS reply
+                    rec["first_line"] = f"<SOCKS{buf[0]} greeting>"
+                    self._close(conn)
+                    continue
                 if b"\r\n\r\n" in buf or len(buf) > 60000:
                     line = bytes(buf.split(b"\r\n", 1)[0]).decode("latin-1")[:300]
                     rec["first_line"] = line
@@ -300,8 +316,18 @@ def decide(client: str, res: dict) -> tuple[str, str | None, str | None]:
     return decision, proxy, None
 
 
+# A request in proxy form: CONNECT, or an absolute URI (`GET http://host/ HTTP/1.1`). A client
+# sends it only to what it takes for a proxy; a plain request to a server has `GET /path`.
+PROXY_FORM = re.compile(r"^(CONNECT \S+ HTTP/|[A-Z]+ [A-Za-z][A-Za-z0-9+.-]*://)")
+OTHER = "other@"  # a proxy that is none of the proxy listeners: "other@127.0.0.1:443"
+
+
 def classify(recs: list[dict]) -> tuple[str, str | None]:
-    proxies = sorted({r["proxy"] for r in recs if r["kind"] == "proxy"})
+    # A direct listener that got a request in proxy form was used as a proxy: the client's
+    # proxy is that host:port (e.g. the JDK's default proxy port 80 / 443 on 127.0.0.1,
+    # where no proxy listener can be, as the direct listeners hold those ports).
+    stray = {OTHER + r["local"] for r in recs if r["kind"] == "direct" and PROXY_FORM.match(r["first_line"] or "")}
+    proxies = sorted({r["proxy"] for r in recs if r["kind"] == "proxy"} | stray)
     if proxies:
         return "proxy", ",".join(proxies)
     if any(r["kind"] == "direct" for r in recs):
@@ -451,6 +477,104 @@ class Batch:
             self.proc = None
 
 
+class JavaProbe:
+    """One JVM per case (HotSpot reads JAVA_TOOL_OPTIONS once, at start): java/Probe.java,
+    compiled by run.sh into .work/java-classes. The probe makes its HttpURLConnection request,
+    prints a JSON line and waits; with job["httpclient"] the driver then takes the connections
+    seen so far as the HttpURLConnection's, tells the probe to go on, and attributes what comes
+    next to java.net.http.HttpClient (recorded as the extra field `httpclient`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @staticmethod
+    def _readline(proc, buf: bytearray, timeout: float) -> str | None:
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            sel = selectors.DefaultSelector()
+            sel.register(fd, selectors.EVENT_READ)
+            ready = sel.select(left)
+            sel.close()
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None  # the JVM exited (or did not start)
+            buf += chunk
+        line, _, rest = bytes(buf).partition(b"\n")
+        buf[:] = rest
+        return line.decode("utf-8", "replace")
+
+    def run(self, server: Server, job: dict) -> dict:
+        env = base_env()
+        env.update(job["env"])
+        # HttpClient too for the cases that set JAVA_TOOL_OPTIONS (without it both go direct)
+        want_hc = bool(job.get("httpclient", JAVA_TOOL_OPTIONS in job["env"]))
+        argv = [JAVA, "-cp", str(JAVA_CLASSES), "Probe", job["url"], *(["--httpclient"] if want_hc else [])]
+        mark = server.mark()
+        t0 = time.monotonic()
+        out: dict = {"ok": False, "status": None, "error": None}
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        buf = bytearray()
+        line = self._readline(proc, buf, CLIENT_TIMEOUT)
+        hc = None
+        if line is not None:
+            try:
+                for k, v in json.loads(line).items():
+                    out[k] = v
+            except ValueError:
+                out["error"] = f"probe printed no JSON: {line[:300]}"
+            out["elapsed"] = round(time.monotonic() - t0, 3)
+            out["connections"] = server.since(mark)
+            if want_hc:
+                mark2 = server.mark()
+                try:
+                    proc.stdin.write(b"go\n")
+                    proc.stdin.flush()
+                    line2 = self._readline(proc, buf, CLIENT_TIMEOUT)
+                except OSError as e:
+                    line2 = None
+                    hc = {"decision": "error", "proxy": None, "error": f"probe died: {e}"}
+                # Everything is in (or it hung). HttpClient's selector thread waits in epoll:
+                # HotSpot's exit would wait 300 ms for it (VM_Exit, max_wait_user_thread).
+                proc.kill()
+                conns = server.since(mark2)
+                if line2 is not None:
+                    try:
+                        res2 = json.loads(line2)
+                    except ValueError:
+                        res2 = {"error": f"probe printed no JSON: {line2[:300]}"}
+                    d, via = classify(conns)
+                    hc = {"decision": d, "proxy": via, "error": res2.get("error"), "status": res2.get("status")}
+                elif hc is None:
+                    hc = {"decision": "error", "proxy": None, "error": f"HANG: no answer after {CLIENT_TIMEOUT}s"}
+        try:
+            # closes stdin: the probe skips (or ends) its HttpClient step and exits
+            _, err = proc.communicate(timeout=CLIENT_TIMEOUT if line is not None else 0.5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            if line is None:
+                out["error"] = f"HANG: killed after {CLIENT_TIMEOUT}s"
+                out["hang"] = True
+        if line is None:
+            if not out.get("hang"):
+                stderr = err.decode("utf-8", "replace").strip()
+                out["error"] = f"exit {proc.returncode}: {stderr[-300:]}"
+            out["elapsed"] = round(time.monotonic() - t0, 3)
+            out["connections"] = server.since(mark)
+        if hc is not None:
+            out["httpclient"] = hc
+        return out
+
+    def close(self):
+        pass
+
+
 def make_runners() -> dict:
     node_dir = str(HERE / "node")
     return {
@@ -470,6 +594,7 @@ def make_runners() -> dict:
         "node-undici": Batch("node-undici", ["node", str(HERE / "node" / "probe.js"), "undici"], cwd=node_dir),
         "ruby": Batch("ruby", ["ruby", str(HERE / "ruby" / "probe.rb")]),
         "rust-reqwest": PerProcess("rust-reqwest", lambda u: [reqwest_bin(), u]),
+        "java": JavaProbe("java"),
     }
 
 
@@ -486,6 +611,11 @@ def client_versions(runners: dict) -> dict[str, str]:
         "go": json.loads(first_line([str(WORK / "go-probe"), "-version"])).get("version"),
         "rust-reqwest": "reqwest " + reqwest_version(),
     }
+    if "java" in runners:
+        try:
+            v["java"] = json.loads(first_line([JAVA, "-cp", str(JAVA_CLASSES), "Probe", "-version"])).get("version")
+        except Exception as e:  # noqa: BLE001
+            v["java"] = f"probe failed to start: {e}"
     for name, r in runners.items():
         if isinstance(r, Batch):
             try:
@@ -565,6 +695,8 @@ def proxy_hostport(proxy_url: str | None) -> str | None:
 def listener_hostport(proxy_name: str | None) -> str | None:
     if not proxy_name or "," in proxy_name:
         return proxy_name
+    if proxy_name.startswith(OTHER):
+        return proxy_name.removeprefix(OTHER)
     return f"127.0.0.1:{PROXIES[proxy_name]}"
 
 
@@ -572,6 +704,8 @@ def listener_hostport(proxy_name: str | None) -> str | None:
 def run_inner(args) -> int:
     t_start = time.monotonic()
     cases, renders = load_table(HERE / "cases.toml")
+    # java's sample is drawn from the whole table, so a narrowed run picks the same cases
+    java_ids = {c["id"] for c in java_cases(cases, args.java_all)}
     if args.case:
         cases = [c for c in cases if any(s in c["id"] for s in args.case)]
         renders = [r for r in renders if any(s in r["id"] for s in args.case)]
@@ -622,10 +756,11 @@ def run_inner(args) -> int:
 
     stats = {c: {"cases": 0, "agree": 0, "disagree": 0} for c in clients}
     disagreements: list[str] = []
+    hc_notes: list[str] = []
     for c in clients:
         t_c = time.monotonic()
         r = runners[c]
-        for case in cases:
+        for case in cases_for(c, cases, java_ids):
             res = r.run(server, case)
             decision, proxy, note = decide(c, res)
             obs = {
@@ -648,7 +783,7 @@ def run_inner(args) -> int:
             }
             if note:
                 obs["note"] = note
-            for extra in ("pfe", "find_proxy", "net_http_proxy"):
+            for extra in ("pfe", "find_proxy", "net_http_proxy", "httpclient", "using_proxy"):
                 if extra in res:
                     obs[extra] = res[extra]
             if decision == "direct" and res.get("ok") and res.get("status") != 200:
@@ -669,6 +804,22 @@ def run_inner(args) -> int:
                     if agree and decision == "proxy":
                         agree = proxy_hostport(e.get("proxy")) == listener_hostport(proxy)
                     obs["agree"] = agree
+                    hc = res.get("httpclient")
+                    if hc is not None:
+                        # java.net.http.HttpClient (default builder) in the same JVM: recorded and
+                        # compared with the engine's `java` answer, listed apart (not counted)
+                        hc_agree = e.get("decision") == hc["decision"] and (
+                            hc["decision"] != "proxy" or proxy_hostport(e.get("proxy")) == listener_hostport(hc["proxy"])
+                        )
+                        hc["agree"] = hc_agree
+                        if not hc_agree:
+                            hc_notes.append(
+                                f"[java HttpClient] {case['id']}\n    url={case['url']} env={fmt_env(case['env_template'])}\n"
+                                f"    HttpClient: {hc['decision']}{' via ' + str(hc['proxy']) if hc['proxy'] else ''}"
+                                f"{' (error: ' + str(hc.get('error'))[:160] + ')' if hc['decision'] == 'error' else ''}"
+                                f"; HttpURLConnection: {decision}{' via ' + str(proxy) if proxy else ''}\n"
+                                f"    engine: {e.get('decision')}{' via ' + str(e.get('proxy')) if e.get('proxy') else ''}"
+                            )
                     if agree:
                         stats[c]["agree"] += 1
                     else:
@@ -684,7 +835,10 @@ def run_inner(args) -> int:
                 stats[c]["cases"] += 1
             if res.get("hang"):
                 harness_errors.append(f"[{c}] {case['id']}: client hung and was killed")
-            if case.get("expect") and decision != case["expect"]:
+            # The JDK reads no proxy variable: a sanity `expect = "proxy"` (proxy variables set)
+            # does not hold for java unless the case sets JAVA_TOOL_OPTIONS.
+            java_exempt = c == JAVA_CLIENT and case.get("expect") == "proxy" and JAVA_TOOL_OPTIONS not in case["env"]
+            if case.get("expect") and decision != case["expect"] and not java_exempt:
                 # a sanity case whose answer is known for every client, engine or not
                 harness_errors.append(
                     f"[{c}] {case['id']}: sanity expectation {case['expect']!r} but observed {decision!r}"
@@ -692,7 +846,7 @@ def run_inner(args) -> int:
                 )
             observations.append(obs)
         r.close()
-        print(f"  ran {c:20s} {len(cases)} cases in {time.monotonic() - t_c:.1f}s", flush=True)
+        print(f"  ran {c:20s} {len(cases_for(c, cases, java_ids))} cases in {time.monotonic() - t_c:.1f}s", flush=True)
 
     # ---- render part
     render_results: list[dict] = []
@@ -759,6 +913,11 @@ def run_inner(args) -> int:
     if engine is not None:
         lines.append(f"DISAGREEMENTS ({len(disagreements)}):")
         lines += disagreements
+        lines.append("")
+        lines.append(
+            f"JAVA HttpClient (default builder, recorded, not counted) DIFFERS FROM THE ENGINE ({len(hc_notes)}):"
+        )
+        lines += hc_notes
     report = "\n".join(lines) + "\n"
     report_path = OUT / ("report.partial.txt" if (args.case or args.client) else "report.txt")
     if engine is not None:
@@ -776,6 +935,10 @@ def run_inner(args) -> int:
         print(f"{len(disagreements)} disagreements; first ones (all in {report_path}):")
         for d in disagreements[:15]:
             print(d)
+    if engine is not None and hc_notes:
+        print(f"{len(hc_notes)} java HttpClient observations differ from the engine (not counted; all in {report_path}):")
+        for d in hc_notes[:5]:
+            print(d)
     print(f"observations: {path}")
     print(f"elapsed: {elapsed:.1f}s")
     if engine is None:
@@ -786,6 +949,33 @@ def run_inner(args) -> int:
     failed = sum(s["disagree"] for s in stats.values()) + sum(s["false_direct"] + s["wrong_proxy"] + s["other"] for s in rstats.values()) + len(harness_errors)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+JVM_OPTION_VARS = (JAVA_TOOL_OPTIONS, "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_OPTS")
+
+
+def cases_for(client: str, cases: list[dict], java_ids: set[str]) -> list[dict]:
+    """The cases a client runs: every case, except for java (see java_cases)."""
+    if client != JAVA_CLIENT:
+        return cases
+    return [c for c in cases if c["id"] in java_ids]
+
+
+def java_cases(cases: list[dict], java_all: bool = False) -> list[dict]:
+    """The cases java runs (a JVM per case, ~0.15 s; ~0.3 s with the HttpClient step): the
+    `java-*` cases and every case that sets a JVM option variable, and of the other cases
+    (which only prove that the JDK ignores the proxy variables) a sample: for each distinct
+    URL, the first case in table order that sets a proxy variable. `--java-all`: every case."""
+    if java_all:
+        return cases
+    out, seen = [], set()
+    for c in cases:
+        if c["id"].startswith("java-") or any(v in c["env"] for v in JVM_OPTION_VARS):
+            out.append(c)
+        elif c["url"] not in seen and any(k.lower().endswith("_proxy") and k.lower() != "no_proxy" for k in c["env"]):
+            seen.add(c["url"])
+            out.append(c)
+    return out
 
 
 def fmt_env(env: dict) -> str:
@@ -801,12 +991,15 @@ def run_renders(renders, clients, runners, server, engine, rstats):
     fails = []
     proxy = placeholders()["proxy_upper"]
     dialects = [c for c in clients] + ["portable"]
+    # `portable` is a NO_PROXY value for the clients that read the variables; the JDK reads
+    # none (the operator writes java's own rendering into JAVA_TOOL_OPTIONS for it)
+    portable_clients = [c for c in clients if c != JAVA_CLIENT]
     for rset in renders:
         entries = rset["entries"]
         for d in dialects:
             out = engine.render(d, entries)
             if "_error" in out:
-                targets = clients if d == "portable" else [d]
+                targets = portable_clients if d == "portable" else [d]
                 for c in targets:
                     rstats[c]["checks"] += 1
                     rstats[c]["other"] += 1
@@ -820,15 +1013,25 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                 norm_entry(u.get("entry", "")): (set(u["clients"]) if u.get("clients") else None)
                 for u in out.get("uncovered", [])
             }
-            env = {
-                "HTTP_PROXY": proxy,
-                "http_proxy": proxy,
-                "HTTPS_PROXY": proxy,
-                "https_proxy": proxy,
-                "NO_PROXY": value,
-                "no_proxy": value,
-            }
-            targets = clients if d == "portable" else [d]
+            if d == JAVA_CLIENT:
+                # the JDK reads only JAVA_TOOL_OPTIONS; the engine writes the java rendering
+                # (the http.nonProxyHosts value) into it after the proxy properties
+                host, port = proxy_hostport(proxy).rsplit(":", 1)
+                env = {
+                    JAVA_TOOL_OPTIONS: f"-Dhttp.proxyHost={host} -Dhttp.proxyPort={port} "
+                    f"-Dhttps.proxyHost={host} -Dhttps.proxyPort={port} -Dhttp.nonProxyHosts={value}"
+                }
+            else:
+                env = {
+                    "HTTP_PROXY": proxy,
+                    "http_proxy": proxy,
+                    "HTTPS_PROXY": proxy,
+                    "https_proxy": proxy,
+                    "NO_PROXY": value,
+                    "no_proxy": value,
+                }
+            shown = f"{JAVA_TOOL_OPTIONS}={env[JAVA_TOOL_OPTIONS]!r}" if d == JAVA_CLIENT else f"NO_PROXY={value!r}"
+            targets = portable_clients if d == "portable" else [d]
             for i, pr in enumerate(rset["probes"]):
                 for c in targets:
                     rec = {
@@ -849,7 +1052,7 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                         rstats[c]["declared"] += 1
                         results.append(rec)
                         continue
-                    job = {"id": f"render:{d}:{rset['id']}#{i}", "url": pr["url"], "env": env}
+                    job = {"id": f"render:{d}:{rset['id']}#{i}", "url": pr["url"], "env": env, "httpclient": False}
                     res = runners[c].run(server, job)
                     obs, via, _note = decide(c, res)
                     rec["observed"] = obs
@@ -870,7 +1073,8 @@ def run_renders(renders, clients, runners, server, engine, rstats):
                         rstats[c][kind] += 1
                         fails.append(
                             f"[render {d} -> {c}] {rset['id']}#{i} intent={pr['intent']!r} url={pr['url']}\n"
-                            f"    NO_PROXY={value!r}\n    expected {pr['expect']}, real client: {obs} ({kind})"
+                            f"    {shown}\n"
+                            f"    expected {pr['expect']}, real client: {obs} ({kind})"
                             f"{' via ' + via if via else ''}{' (error: ' + str(res.get('error'))[:160] + ')' if obs == 'error' else ''}"
                         )
                     results.append(rec)
@@ -920,6 +1124,11 @@ def run_outer(args) -> int:
     hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
     for i, n in enumerate(names, start=10):
         hosts.append(f"198.18.0.{i} {n} {n}.")
+    # The machine's own name, as on any host: the JDK connects to 0.0.0.0 / [::] by looking
+    # it up (InetAddress.getLocalHost()); without it that lookup fails inside the namespace.
+    me = socket.gethostname()
+    if me and me.lower() not in names and me.lower() != "localhost":
+        hosts.append(f"127.0.1.1 {me}")
     created = False
     rc = 2
     old_int = signal.getsignal(signal.SIGINT)
@@ -961,6 +1170,9 @@ def main() -> int:
         default=os.environ.get("EPO_BIN") or str(HERE.parent.parent / "target" / "release" / "egress-proxy-operator"),
         help="egress-proxy-operator binary, or a command line split like a shell would"
         " (default: $EPO_BIN or target/release)",
+    )
+    ap.add_argument(
+        "--java-all", action="store_true", help="run java on every case, not only the java ones and a sample (+~1 min)"
     )
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

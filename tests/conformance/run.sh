@@ -35,6 +35,10 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v python3 >/dev/null || need_apt+=(python3)
+# Debian's OpenJDK 17 (the version the `java` dialect models), not any other JDK on PATH;
+# the JDK (javac), not only the JRE: the probe is compiled once (see below)
+JDK=/usr/lib/jvm/java-17-openjdk-amd64
+[ -x "$JDK/bin/javac" ] || need_apt+=(openjdk-17-jdk-headless)
 if ((${#need_apt[@]})); then
   log "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -78,6 +82,15 @@ if [ ! -x "$WORK/go-probe" ] || [ "$HERE/go/probe.go" -nt "$WORK/go-probe" ]; th
   (cd "$HERE/go" && GOTOOLCHAIN=local GO111MODULE=off "$GO" build -o "$WORK/go-probe" probe.go)
 fi
 
+# ---------------------------------------------------------------- Java probe
+# Compiled once into .work/java-classes: a JVM per case then starts in ~0.15 s, where
+# source-file mode (`java Probe.java URL`) would compile it again for every case (+0.55 s).
+if [ ! -f "$WORK/java-classes/Probe.class" ] || [ "$HERE/java/Probe.java" -nt "$WORK/java-classes/Probe.class" ]; then
+  log "javac java/Probe.java"
+  rm -rf "$WORK/java-classes"
+  env -u JAVA_TOOL_OPTIONS -u _JAVA_OPTIONS -u JDK_JAVA_OPTIONS "$JDK/bin/javac" -d "$WORK/java-classes" "$HERE/java/Probe.java"
+fi
+
 # ---------------------------------------------------------------- reqwest probe (own workspace, Cargo.lock committed)
 RQ_TARGET="${CARGO_TARGET_DIR:-$WORK/reqwest-target}"
 if [ ! -x "$RQ_TARGET/release/reqwest-probe" ] || [ -n "$(find "$HERE/reqwest-probe/src" "$HERE/reqwest-probe/Cargo.lock" -newer "$RQ_TARGET/release/reqwest-probe" 2>/dev/null)" ]; then
@@ -105,6 +118,7 @@ echo "  python:   $("$WORK/venv/bin/python" --version)"
 echo "  node:     $(node --version)"
 (cd "$HERE/node" && npm ls --depth=0 2>/dev/null | tail -n +2 | grep . | sed 's/^/  npm:     /')
 echo "  ruby:     $(ruby --version)"
+echo "  java:     $("$JDK/bin/java" -version 2>&1 | grep -m1 'Runtime Environment')"
 echo "  reqwest:  $(grep -A1 '^name = "reqwest"$' "$HERE/reqwest-probe/Cargo.lock" | tail -1)"
 echo "  prep:     $(($(date +%s) - T0))s"
 
