@@ -8,6 +8,10 @@
 //! 3. A credential rotation (`rotation: Auto`) of the same 1,000 Deployments: time until every
 //!    policy reports `Complete`, and the operator's writes next to the minimum (one write per
 //!    workload, the managed Secret twice per policy, two status writes per policy).
+//! 4. Node churn: 100 nodes joining the known node subnets (and leaving), then 20 joining a
+//!    new subnet, with 100 selected Deployments: how many workload patches each causes.
+//!
+//! The last line is `summary: key=value ...` with the figures measured in this run.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -126,7 +130,22 @@ async fn wait_patches(
     None
 }
 
-async fn patch_throughput() {
+/// The figures of the `summary:` line, in the order measured.
+#[derive(Default)]
+struct Summary(Vec<(&'static str, String)>);
+
+impl Summary {
+    fn add(&mut self, key: &'static str, value: impl ToString) {
+        self.0.push((key, value.to_string()));
+    }
+
+    fn line(&self) -> String {
+        let kv: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("summary: {}", kv.join(" "))
+    }
+}
+
+async fn patch_throughput(summary: &mut Summary) {
     println!("== 1,000 selected Deployments in 100 namespaces, one source Secret update ==");
     let sim = sim_with(&fixtures(100, 10, 0, 0)).await;
     let client = sim.client().expect("client");
@@ -140,6 +159,7 @@ async fn patch_throughput() {
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let mut ratios = Vec::new();
+    let mut per_change = Vec::new();
     for round in 1..=3 {
         let patches = sim.request_counts().get("patch", "deployments");
         let writes = field_manager_writes(&sim);
@@ -163,6 +183,10 @@ async fn patch_throughput() {
         let bare = bare_client(&sim, &client, &format!("{round}")).await;
         let ratio = operator.as_secs_f64() / bare.as_secs_f64();
         ratios.push(ratio);
+        // The minimum: each workload once, each managed Secret once, one status write and
+        // one Event per policy.
+        let minimum = 1000 + 100 + 100 + 100;
+        per_change.push((total_writes + new_events) as f64 / f64::from(minimum));
         println!(
             "round {round}: operator {:.0} ms, bare client {:.0} ms, ratio {ratio:.2}; operator API writes for the change: {total_writes} ({} events)",
             operator.as_secs_f64() * 1000.0,
@@ -173,10 +197,13 @@ async fn patch_throughput() {
     }
     if !ratios.is_empty() {
         ratios.sort_by(f64::total_cmp);
+        per_change.sort_by(f64::total_cmp);
+        let (ratio, writes) = (ratios[ratios.len() / 2], per_change[per_change.len() / 2]);
         println!(
-            "median ratio operator/bare: {:.2}",
-            ratios[ratios.len() / 2]
+            "median ratio operator/bare: {ratio:.2}; writes and Events per change over the minimum: {writes:.2}"
         );
+        summary.add("propagation_ratio_1k", format!("{ratio:.2}"));
+        summary.add("writes_per_change_ratio", format!("{writes:.2}"));
     }
     let _ = stop.send(());
     let _ = op.await;
@@ -348,15 +375,124 @@ async fn memory() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A Node of the bench cluster: `ip` its InternalIP, `pod` its pod range.
+fn node_json(ip: &str, pod: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": format!("ip-{}", ip.replace('.', "-"))},
+        "spec": {"podCIDRs": [pod], "providerID": format!("aws:///eu-west-1a/i-{}", ip.replace('.', ""))},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+    })
+}
+
+/// Waits until every policy's status reports `n` node addresses: the operator has looked.
+async fn nodes_seen(client: &kube::Client, n: usize, limit: Duration) -> bool {
+    use egress_proxy_operator::api::EgressProxyPolicy;
+    let api = Api::<EgressProxyPolicy>::all(client.clone());
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        let all = api.list(&Default::default()).await.expect("policies").items;
+        let seen = all.iter().all(|p| {
+            let d = p.status.as_ref().and_then(|s| s.discovered.as_ref());
+            d.and_then(|d| d.node_addresses.as_ref())
+                .is_some_and(|f| f.values.len() == n)
+        });
+        if seen {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+async fn node_churn(summary: &mut Summary) {
+    use k8s_openapi::api::core::v1::Node;
+    println!("== node churn: 100 selected Deployments in 10 namespaces, --pod-cidr set ==");
+    let sim = sim_with(&fixtures(10, 10, 0, 0)).await;
+    let client = sim.client().expect("client");
+    let (stop, tx) = tokio::sync::oneshot::channel::<()>();
+    let settings = Settings {
+        api_host: Some("127.0.0.1".into()),
+        workers: WORKERS,
+        overrides: controller::Overrides {
+            pod_cidrs: vec!["10.42.0.0/16".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let op = tokio::spawn(controller::run(client.clone(), settings, async {
+        let _ = tx.await;
+    }));
+    let limit = Duration::from_secs(120);
+    if wait_patches(&sim, 0, 100, limit).await.is_none() || !nodes_seen(&client, 3, limit).await {
+        println!("initial injection did not finish within 120 s");
+        return;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let nodes = Api::<Node>::all(client.clone());
+    let create = |ip: String, pod: String| {
+        let nodes = nodes.clone();
+        async move {
+            let n = serde_json::from_value(node_json(&ip, &pod)).expect("node");
+            nodes
+                .create(&Default::default(), &n)
+                .await
+                .expect("create node");
+        }
+    };
+    let patches = sim.request_counts().get("patch", "deployments");
+    let t = Instant::now();
+    for i in 0..100u32 {
+        let ip = format!("192.168.{}.{}", 50 + i % 2, 100 + i);
+        create(ip, format!("10.42.{}.0/24", 10 + i)).await;
+    }
+    let seen = nodes_seen(&client, 103, limit).await;
+    let rolls = sim.request_counts().get("patch", "deployments") - patches;
+    println!(
+        "100 nodes joined the known subnets: seen by every policy in {:?}; workloads patched: {rolls}",
+        seen.then(|| t.elapsed())
+    );
+    summary.add("node_scaleup_rolls", rolls);
+    let patches = sim.request_counts().get("patch", "deployments");
+    for i in 0..100u32 {
+        let name = format!("ip-192-168-{}-{}", 50 + i % 2, 100 + i);
+        nodes
+            .delete(&name, &Default::default())
+            .await
+            .expect("delete node");
+    }
+    nodes_seen(&client, 3, limit).await;
+    let down = sim.request_counts().get("patch", "deployments") - patches;
+    println!("the 100 nodes left again: workloads patched: {down}");
+    let patches = sim.request_counts().get("patch", "deployments");
+    for i in 0..20u32 {
+        create(
+            format!("10.9.0.{}", 10 + i),
+            format!("10.42.{}.0/24", 200 + i),
+        )
+        .await;
+    }
+    nodes_seen(&client, 23, limit).await;
+    wait_patches(&sim, patches, 100, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let burst = sim.request_counts().get("patch", "deployments") - patches;
+    println!("20 nodes joined a new subnet: workloads patched: {burst} (100 selected)");
+    let _ = stop.send(());
+    let _ = op.await;
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let mut summary = Summary::default();
     rt.block_on(async {
         if only.as_deref().is_none_or(|o| "patch".contains(o)) {
-            patch_throughput().await;
+            patch_throughput(&mut summary).await;
+        }
+        if only.as_deref().is_none_or(|o| "nodes".contains(o)) {
+            node_churn(&mut summary).await;
         }
         if only.as_deref().is_none_or(|o| "memory".contains(o)) {
             memory().await;
@@ -365,4 +501,5 @@ fn main() {
             rotation().await;
         }
     });
+    println!("{}", summary.line());
 }
