@@ -5,6 +5,7 @@
 
 mod conditions;
 mod errors;
+mod lean;
 mod objects;
 mod plan;
 mod platform;

@@ -162,6 +162,8 @@ fn on_delete(strategy: Option<&str>) -> bool {
 pub trait Workload: Resource<DynamicType = ()> + Clone {
     const KIND: WorkloadKind;
     fn view(&self) -> Option<WorkloadView>;
+    /// Drops what [`Workload::view`] does not read (see [`super::lean`]): for the caches.
+    fn lean(&mut self);
 }
 
 fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId> {
@@ -178,6 +180,9 @@ fn observed<K: Resource>(o: &K, observed: Option<i64>) -> bool {
 
 impl Workload for Deployment {
     const KIND: WorkloadKind = WorkloadKind::Deployment;
+    fn lean(&mut self) {
+        super::lean::deployment(self);
+    }
     fn view(&self) -> Option<WorkloadView> {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
@@ -217,6 +222,9 @@ impl Workload for Deployment {
 
 impl Workload for StatefulSet {
     const KIND: WorkloadKind = WorkloadKind::StatefulSet;
+    fn lean(&mut self) {
+        super::lean::stateful_set(self);
+    }
     fn view(&self) -> Option<WorkloadView> {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
@@ -253,6 +261,9 @@ impl Workload for StatefulSet {
 
 impl Workload for DaemonSet {
     const KIND: WorkloadKind = WorkloadKind::DaemonSet;
+    fn lean(&mut self) {
+        super::lean::daemon_set(self);
+    }
     fn view(&self) -> Option<WorkloadView> {
         let spec = self.spec.as_ref()?;
         let st = self.status.clone().unwrap_or_default();
@@ -286,6 +297,9 @@ impl Workload for DaemonSet {
 
 impl Workload for CronJob {
     const KIND: WorkloadKind = WorkloadKind::CronJob;
+    fn lean(&mut self) {
+        super::lean::cron_job(self);
+    }
     /// A CronJob has no rollout: the next Job it starts takes the template as it is, so
     /// it is rolled out as soon as its template is written.
     fn view(&self) -> Option<WorkloadView> {

@@ -270,23 +270,17 @@ impl Wiring<'_> {
         );
         let events = watcher(scoped::<K>(self.client, self.scope), config());
         let mut relist = Relist::default();
-        cache(
-            self.tasks,
-            self.metrics,
-            events,
-            objects::strip_workload,
-            move |e| {
-                if let Some(since) = relist.done(e) {
-                    recent.relisted_workloads(K::KIND, since);
+        cache(self.tasks, self.metrics, events, K::lean, move |e| {
+            if let Some(since) = relist.done(e) {
+                recent.relisted_workloads(K::KIND, since);
+            }
+            if let Some((o, deleted)) = touched(e) {
+                if let Some(v) = o.view() {
+                    recent.saw_workload(&v.id, seen(o, deleted));
                 }
-                if let Some((o, deleted)) = touched(e) {
-                    if let Some(v) = o.view() {
-                        recent.saw_workload(&v.id, seen(o, deleted));
-                    }
-                    wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
-                }
-            },
-        )
+                wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
+            }
+        })
     }
 
     /// The admitted Namespaces (label-selected); entering or leaving wakes their policies.

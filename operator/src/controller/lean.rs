@@ -1,0 +1,234 @@
+//! What the workload caches keep of each object: only what [`Workload::view`] and the plan
+//! read. Real Deployments carry several containers with images, probes, resources, dozens of
+//! variables and volumes; none of it decides anything here, and at 10,000 workloads it is
+//! most of the operator's memory.
+//!
+//! Kept: name, namespace, labels, resourceVersion, generation and the operator's own
+//! managedFields; the pod template's labels and annotations, each container's and init
+//! container's name and its entries of the seven variables the operator owns; the spec and
+//! status fields of the rollout state.
+
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetStatus, Deployment, DeploymentStatus, StatefulSet, StatefulSetStatus,
+};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::objects::strip_workload;
+use crate::workloads::OWNED_VARS;
+
+/// What the object's metadata keeps.
+fn meta(m: &mut ObjectMeta) {
+    *m = ObjectMeta {
+        name: m.name.take(),
+        namespace: m.namespace.take(),
+        labels: m.labels.take(),
+        resource_version: m.resource_version.take(),
+        generation: m.generation.take(),
+        managed_fields: m.managed_fields.take(),
+        ..Default::default()
+    };
+}
+
+fn container(c: Container) -> Container {
+    let env = c.env.map(|env| {
+        env.into_iter()
+            .filter(|e| OWNED_VARS.contains(&e.name.as_str()))
+            .collect()
+    });
+    Container {
+        name: c.name,
+        env,
+        ..Default::default()
+    }
+}
+
+/// The pod template: its labels and annotations, the containers' names and our variables.
+pub fn template(t: &mut PodTemplateSpec) {
+    if let Some(m) = t.metadata.as_mut() {
+        *m = ObjectMeta {
+            labels: m.labels.take(),
+            annotations: m.annotations.take(),
+            ..Default::default()
+        };
+    }
+    if let Some(spec) = t.spec.as_mut() {
+        let containers = std::mem::take(&mut spec.containers);
+        let init = spec.init_containers.take();
+        *spec = PodSpec {
+            containers: containers.into_iter().map(container).collect(),
+            init_containers: init.map(|c| c.into_iter().map(container).collect()),
+            ..Default::default()
+        };
+    }
+}
+
+/// A cached Deployment: its rollout fields and the lean template.
+pub fn deployment(d: &mut Deployment) {
+    strip_workload(d);
+    meta(&mut d.metadata);
+    if let Some(s) = d.spec.as_mut() {
+        template(&mut s.template);
+        s.strategy = None;
+        s.min_ready_seconds = None;
+        s.revision_history_limit = None;
+    }
+    d.status = d.status.take().map(|s| DeploymentStatus {
+        observed_generation: s.observed_generation,
+        replicas: s.replicas,
+        updated_replicas: s.updated_replicas,
+        available_replicas: s.available_replicas,
+        conditions: s
+            .conditions
+            .map(|c| c.into_iter().filter(|c| c.type_ == "Progressing").collect()),
+        ..Default::default()
+    });
+}
+
+pub fn stateful_set(o: &mut StatefulSet) {
+    strip_workload(o);
+    meta(&mut o.metadata);
+    if let Some(s) = o.spec.as_mut() {
+        template(&mut s.template);
+        s.volume_claim_templates = None;
+        s.persistent_volume_claim_retention_policy = None;
+    }
+    o.status = o.status.take().map(|s| StatefulSetStatus {
+        observed_generation: s.observed_generation,
+        updated_replicas: s.updated_replicas,
+        ready_replicas: s.ready_replicas,
+        update_revision: s.update_revision,
+        current_revision: s.current_revision,
+        replicas: s.replicas,
+        ..Default::default()
+    });
+}
+
+pub fn daemon_set(o: &mut DaemonSet) {
+    strip_workload(o);
+    meta(&mut o.metadata);
+    if let Some(s) = o.spec.as_mut() {
+        template(&mut s.template);
+    }
+    o.status = o.status.take().map(|s| DaemonSetStatus {
+        observed_generation: s.observed_generation,
+        updated_number_scheduled: s.updated_number_scheduled,
+        desired_number_scheduled: s.desired_number_scheduled,
+        number_available: s.number_available,
+        ..Default::default()
+    });
+}
+
+pub fn cron_job(o: &mut CronJob) {
+    strip_workload(o);
+    meta(&mut o.metadata);
+    o.status = None;
+    if let Some(s) = o.spec.as_mut() {
+        if let Some(js) = s.job_template.spec.as_mut() {
+            template(&mut js.template);
+        }
+        s.job_template.metadata = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::{ExistingEnv, InitContainers};
+    use crate::controller::objects::Workload;
+    use crate::workloads::{self, Injection};
+
+    /// A container as real ones look: image, ports, probes, resources, 30 variables (one of
+    /// them a proxy variable of its own), mounts.
+    fn container(name: &str) -> Value {
+        let mut env: Vec<Value> = (0..29)
+            .map(|i| json!({"name": format!("SETTING_{i}"), "value": format!("value-{i}-{}", "x".repeat(20))}))
+            .collect();
+        env.push(json!({"name": "NO_PROXY", "value": ".own.example"}));
+        let probe = json!({"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10});
+        json!({"name": name, "image": format!("registry.example/{name}:1.2.3"),
+            "command": ["/bin/server"], "args": ["--port=8080", "--verbose"],
+            "ports": [{"containerPort": 8080, "name": "http"}],
+            "env": env, "livenessProbe": probe, "readinessProbe": probe,
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}]})
+    }
+
+    fn realistic(kind: &str) -> Value {
+        let template = json!({
+            "metadata": {"labels": {"app": "api"}, "annotations": {"team": "a"}},
+            "spec": {"containers": [container("api"), container("sidecar"), container("agent")],
+                     "initContainers": [container("migrate")],
+                     "volumes": [{"name": "config", "configMap": {"name": "api-config"}}],
+                     "serviceAccountName": "api", "nodeSelector": {"pool": "general"}}});
+        let spec = match kind {
+            "CronJob" => {
+                json!({"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}})
+            }
+            _ => {
+                json!({"replicas": 3, "selector": {"matchLabels": {"app": "api"}}, "template": template})
+            }
+        };
+        json!({"metadata": {"name": "api", "namespace": "team-a", "generation": 4,
+                            "resourceVersion": "77", "labels": {"egress": "proxied"},
+                            "annotations": {"deployment.kubernetes.io/revision": "9"},
+                            "uid": "0b1c", "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": spec,
+               "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 3,
+                          "readyReplicas": 3, "availableReplicas": 3,
+                          "currentRevision": "r1", "updateRevision": "r1",
+                          "desiredNumberScheduled": 3, "updatedNumberScheduled": 3,
+                          "numberAvailable": 3,
+                          "conditions": [{"type": "Available", "status": "True"},
+                                         {"type": "Progressing", "status": "True"}]}})
+    }
+
+    /// The lean object gives the same view and the same writes, at a fraction of the size.
+    fn same_decisions<K>(kind: &str)
+    where
+        K: Workload + serde::Serialize + serde::de::DeserializeOwned,
+    {
+        let full: K = serde_json::from_value(realistic(kind)).expect("object");
+        let mut lean = full.clone();
+        lean.lean();
+        let (a, b) = (full.view().expect("view"), lean.view().expect("view"));
+        assert_eq!((&a.id, &a.labels, a.rollout), (&b.id, &b.labels, b.rollout));
+        assert_eq!(a.resource_version, b.resource_version);
+        for (existing_env, names) in [
+            (ExistingEnv::Keep, vec![]),
+            (ExistingEnv::Override, vec!["api".to_owned()]),
+        ] {
+            let inj = Injection {
+                containers: &names,
+                init_containers: InitContainers::Include,
+                existing_env,
+                managed: "egress-proxy-corp",
+                slot: "main",
+                hash: "v2-1",
+                originals: &[],
+                java_options: Some("-Dhttp.proxyHost=p -Dhttp.proxyPort=1"),
+            };
+            let pa = workloads::plan(&a.id, &a.template, &inj).expect("plan");
+            let pb = workloads::plan(&b.id, &b.template, &inj).expect("plan");
+            assert_eq!(pa, pb, "{kind} {existing_env:?}");
+        }
+        let size = |o: &K| serde_json::to_vec(o).expect("json").len();
+        assert!(
+            size(&lean) * 8 < size(&full),
+            "{kind}: {} of {}",
+            size(&lean),
+            size(&full)
+        );
+    }
+
+    #[test]
+    fn the_lean_workload_decides_the_same() {
+        same_decisions::<Deployment>("Deployment");
+        same_decisions::<StatefulSet>("StatefulSet");
+        same_decisions::<DaemonSet>("DaemonSet");
+        same_decisions::<CronJob>("CronJob");
+    }
+}
