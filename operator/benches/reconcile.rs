@@ -8,6 +8,10 @@
 //! 3. A credential rotation (`rotation: Auto`) of the same 1,000 Deployments: time until every
 //!    policy reports `Complete`, and the operator's writes next to the minimum (one write per
 //!    workload, the managed Secret twice per policy, two status writes per policy).
+//! 5. Resident memory with realistic workloads (three containers with probes, resources, 30
+//!    variables and mounts each, about 6 KB of JSON): 1,000 and 10,000 Deployments, 10 % of
+//!    them selected, with a Secret per workload and a ConfigMap per five; the time until all
+//!    selected are injected, and the growth per workload.
 //! 4. Node churn: 100 nodes joining the known node subnets (and leaving), then 20 joining a
 //!    new subnet, with 100 selected Deployments: how many workload patches each causes.
 //!
@@ -327,6 +331,113 @@ async fn bare_client(sim: &kube_sim::KubeSimHandle, client: &kube::Client, tag: 
     bare
 }
 
+/// One realistic container: image, ports, probes, resources, 30 variables, a mount.
+fn realistic_container(name: &str) -> String {
+    let mut env = String::new();
+    for i in 0..30 {
+        let _ = write!(
+            env,
+            "{{name: SETTING_{i}, value: \"value-{i}-abcdefghijklmnopqrstuvwxyz\"}}, "
+        );
+    }
+    format!(
+        "{{name: {name}, image: \"registry.internal/{name}:1.24.3\", command: [/bin/server], \
+         args: [--port=8080, --log-format=json], ports: [{{containerPort: 8080, name: http}}], \
+         env: [{env}], \
+         livenessProbe: {{httpGet: {{path: /healthz, port: 8080}}, periodSeconds: 10, failureThreshold: 3}}, \
+         readinessProbe: {{httpGet: {{path: /ready, port: 8080}}, periodSeconds: 5}}, \
+         resources: {{requests: {{cpu: 100m, memory: 128Mi}}, limits: {{memory: 256Mi}}}}, \
+         volumeMounts: [{{name: config, mountPath: /etc/{name}}}, {{name: cache, mountPath: /var/cache/{name}}}]}}"
+    )
+}
+
+/// `namespaces` namespaces with a policy, 100 realistic Deployments each (10 selected), 100
+/// Secrets and 20 ConfigMaps.
+fn realistic_fixtures(namespaces: usize) -> String {
+    let base = fixtures(namespaces, 0, 0, 0);
+    let containers = ["api", "sidecar", "agent"]
+        .map(realistic_container)
+        .join(", ");
+    let mut y = base;
+    for n in 0..namespaces {
+        let ns = format!("team-{n:03}");
+        for i in 0..100 {
+            let label = if i < 10 { "egress: proxied, " } else { "" };
+            let _ = write!(
+                y,
+                "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
+                 spec:\n  replicas: 0\n  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
+                i / 5
+            );
+            let _ = write!(
+                y,
+                "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: secret-{i}, namespace: {ns}}}\nstringData: {{token: \"{}\"}}\n",
+                "x".repeat(256)
+            );
+        }
+        for i in 0..20 {
+            let _ = write!(
+                y,
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: config-{i}, namespace: {ns}}}\ndata: {{app.yaml: \"{}\"}}\n",
+                "k: v\\n".repeat(100)
+            );
+        }
+    }
+    y
+}
+
+/// The operator binary's RSS (MiB) once every selected Deployment of `namespaces` realistic
+/// namespaces is injected, and how long that took.
+async fn realistic_rss(namespaces: usize) -> Option<(f64, Duration)> {
+    let sim = sim_with(&realistic_fixtures(namespaces)).await;
+    let dir = std::env::temp_dir().join(format!("epo-bench-r{}-{namespaces}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let kc = dir.join("kubeconfig");
+    sim.write_kubeconfig(&kc).expect("kubeconfig");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+        .args(["run", "--kubeconfig"])
+        .arg(&kc)
+        .args(["--log-level", "warn"])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start operator");
+    let pid = child.id().expect("pid");
+    let t = Instant::now();
+    let selected = (namespaces * 10) as u64;
+    let done = wait_patches(&sim, 0, selected, Duration::from_secs(600)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (rss, _) = rss_kib(pid);
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    done.map(|_| (rss as f64 / 1024.0, t.elapsed()))
+}
+
+async fn memory_realistic(summary: &mut Summary) {
+    println!("== operator memory with realistic workloads (~6 KB each), 10 % selected ==");
+    let mut figures = Vec::new();
+    for namespaces in [10, 100] {
+        let n = namespaces * 100;
+        match realistic_rss(namespaces).await {
+            Some((rss, took)) => {
+                println!(
+                    "{n} workloads + {n} Secrets + {} ConfigMaps: RSS {rss:.1} MiB; all {} selected injected {:.1} s after start",
+                    n / 5,
+                    n / 10,
+                    took.as_secs_f64()
+                );
+                figures.push((n, rss));
+            }
+            None => println!("{n} workloads: not all selected were injected within 600 s"),
+        }
+    }
+    if let [(n1, r1), (n2, r2)] = figures[..] {
+        let per = (r2 - r1) * 1024.0 / (n2 - n1) as f64;
+        println!("growth per workload (with its Secret and a fifth of a ConfigMap): {per:.2} KiB");
+        summary.add("rss_10k_realistic_mib", format!("{r2:.1}"));
+        summary.add("kib_per_workload", format!("{per:.2}"));
+    }
+}
+
 fn rss_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
@@ -490,6 +601,9 @@ fn main() {
     rt.block_on(async {
         if only.as_deref().is_none_or(|o| "patch".contains(o)) {
             patch_throughput(&mut summary).await;
+        }
+        if only.as_deref().is_none_or(|o| "realistic".contains(o)) {
+            memory_realistic(&mut summary).await;
         }
         if only.as_deref().is_none_or(|o| "nodes".contains(o)) {
             node_churn(&mut summary).await;
