@@ -259,6 +259,12 @@ fn attempts() -> Vec<(
     let java_part = java(ours);
     let java_command = java(&format!("-XX:OnOutOfMemoryError=sh {ours}"));
     let java_quoted = java(&ours.replace("proxyHost=p ", "proxyHost='p -javaagent:/x.jar' "));
+    let marker = "-Degressproxy.managed=egress-proxy-corp";
+    let java_second = java(&format!(
+        "{marker} -agentlib:jdwp=transport=dt_socket {ours}"
+    ));
+    let java_tab = java(&ours.replace("proxyHost=p ", "proxyHost=p\t-agentlib:jdwp=server=y "));
+    let java_expand = java(&ours.replace("proxyHost=p ", "proxyHost=$(NO_PROXY) "));
     let job_tpl = |pod: serde_json::Value| json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": pod}}}}});
     let cron_env = job_tpl(json!({"containers":
         [{"name": "job", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}));
@@ -491,6 +497,27 @@ fn attempts() -> Vec<(
             "PATCH",
             "/apis/apps/v1/namespaces/team-a/deployments/api",
             Some(java_quoted),
+            false,
+        ),
+        (
+            "hide a JVM option between two markers in JAVA_TOOL_OPTIONS",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(java_second),
+            false,
+        ),
+        (
+            "add a JVM option after a tab in the proxy host of JAVA_TOOL_OPTIONS",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(java_tab),
+            false,
+        ),
+        (
+            "expand another variable into JAVA_TOOL_OPTIONS with $(NO_PROXY)",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(java_expand),
             false,
         ),
         (
@@ -887,6 +914,18 @@ spec:
         "{merged}"
     );
     assert!(!merged.contains(PASSWORD), "{merged}");
+    // The operator's token cannot drop the container's own options, nor slip one in.
+    let client = env.sim.client_with_token(&token(&env)).expect("client");
+    let path = "/apis/apps/v1/namespaces/team-a/deployments/jvm";
+    let drop = json!({"spec": {"template": {"spec": {"containers":
+        [{"name": "app", "env": [{"name": "JAVA_TOOL_OPTIONS", "$patch": "delete"}]}]}}}});
+    let (status, reply) = send(&client, "PATCH", path, Some(drop)).await;
+    assert_eq!(status, 422, "{reply}");
+    let sneak = merged.replace("-Xmx256m ", "-Xmx256m -XX:OnOutOfMemoryError=sh ");
+    let sneak = json!({"spec": {"template": {"spec": {"containers":
+        [{"name": "app", "env": [{"name": "JAVA_TOOL_OPTIONS", "value": sneak}]}]}}}});
+    let (status, reply) = send(&client, "PATCH", path, Some(sneak)).await;
+    assert_eq!(status, 422, "{reply}");
     Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(env.client.clone(), "team-a")
         .delete("jvm", &Default::default())
         .await

@@ -65,11 +65,11 @@ pub fn java_marker(managed: &str) -> String {
     format!("-Degressproxy.managed={managed}")
 }
 
-/// Where the operator's part for `managed` starts in a `JAVA_TOOL_OPTIONS` value: the
-/// marker as a whole word. `None`: the value is all the container's own.
+/// Where the operator's part for `managed` starts in a `JAVA_TOOL_OPTIONS` value: the last
+/// whole-word marker (the part is always appended). `None`: all the container's own.
 pub fn java_part(value: &str, managed: &str) -> Option<usize> {
     let marker = java_marker(managed);
-    value.match_indices(&marker).map(|(at, _)| at).find(|&at| {
+    value.rmatch_indices(&marker).map(|(at, _)| at).find(|&at| {
         let before = value[..at].chars().next_back();
         let after = value[at + marker.len()..].chars().next();
         before.is_none_or(char::is_whitespace) && after.is_none_or(char::is_whitespace)
