@@ -5,8 +5,9 @@
 //! when the cache applies the watch event that carries the version the server returned for
 //! it, or when the object is deleted. A watch that re-lists can skip that version: a re-list
 //! that started after the write (the write is in it) forgets it too. [`LIFETIME`] is a last
-//! resort, far beyond any healthy cache's lag; expired writes are dropped at least every
-//! [`PRUNE_EVERY`], so an object deleted while its watch was down leaves nothing behind.
+//! resort, far beyond any healthy cache's lag; expired writes are dropped on a policy's
+//! watch event at most every [`PRUNE_EVERY`] (status writes make such events while anything
+//! is written), so an object deleted while its watch was down leaves nothing behind.
 //!
 //! It also keeps each policy's count of consecutive failed reconciles (the backoff), until
 //! the policy reconciles, is deleted, or a re-list no longer shows it.

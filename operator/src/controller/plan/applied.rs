@@ -36,6 +36,8 @@ pub(super) struct Applied {
     pub rendered: Rendering,
     /// `java`: what each container's `JAVA_TOOL_OPTIONS` gets appended.
     pub java_options: Option<String>,
+    /// The node subnets NO_PROXY lists that are wider than one address.
+    pub node_subnets: Vec<String>,
     pub facts: DiscoveredFacts,
     /// The slot `status.activeCredential` names.
     pub active: String,
@@ -194,9 +196,16 @@ fn applied(i: &Inputs, rendered: Rendering, stage: Stage, facts: DiscoveredFacts
         .as_ref()
         .and_then(|u| rendered.java_options(u))
         .and_then(Result::ok);
+    let node_subnets = facts
+        .node_subnets
+        .as_ref()
+        .filter(|_| spec.no_proxy.discover.node_addresses)
+        .map(|f| f.values.iter().filter(|v| wider(v)).cloned().collect())
+        .unwrap_or_default();
     Applied {
         rendered,
         java_options,
+        node_subnets,
         facts,
         active: stage.decision.active_credential().to_owned(),
         target: stage.decision.target.clone(),
@@ -217,6 +226,11 @@ fn applied(i: &Inputs, rendered: Rendering, stage: Stage, facts: DiscoveredFacts
         },
         probe_image: i.probe_image.is_some(),
     }
+}
+
+/// A network of more than one address.
+fn wider(net: &str) -> bool {
+    !(net.ends_with("/32") || net.ends_with("/128"))
 }
 
 /// The verification run the target needs: look for its Job, or create it.

@@ -86,7 +86,21 @@ pub(super) fn within_budget(r: &Rendering, urls: &ProxyUrls) -> Result<(), Block
     let pair = |name: &str, value: &str| 2 * env_string_len(name, value);
     let java = match r.java_options(urls) {
         None => 0,
-        Some(Ok(options)) => env_string_len(java::TOOL_OPTIONS, &options),
+        Some(Ok(options)) => {
+            let size = env_string_len(java::TOOL_OPTIONS, &options);
+            if size > MAX_ARG_STRLEN {
+                return Err(blocker(
+                    reason::ENVIRONMENT_TOO_LARGE,
+                    format!(
+                        "JAVA_TOOL_OPTIONS would be {size} bytes with the operator's part \
+                         alone; a container cannot start with an environment string over \
+                         {MAX_ARG_STRLEN} bytes: list networks instead of hosts in \
+                         spec.noProxy.additional, or fewer entries"
+                    ),
+                ));
+            }
+            size
+        }
         Some(Err(why)) => {
             return Err(blocker(
                 reason::INVALID_PROXY_URL,

@@ -281,6 +281,15 @@ fn warnings(a: &Applied) -> Vec<String> {
     {
         out.push(JAVA_CREDENTIALS.to_owned());
     }
+    let nodes = &a.node_subnets;
+    if !nodes.is_empty() {
+        out.push(format!(
+            "node addresses are listed as the subnets that cover them ({}): every other host \
+             in them bypasses the proxy too; spec.noProxy.nodeSubnets sets the prefix (32 and \
+             128 list each address)",
+            nodes.join(", ")
+        ));
+    }
     out
 }
 

@@ -118,17 +118,29 @@ pub fn options(
     Ok(out.join(" "))
 }
 
-/// `JAVA_TOOL_OPTIONS` fit for printing: the value of every `-D` property whose name says
-/// it is secret (password, secret, token, credential) is `***`, URLs lose their password.
+/// Options fit for printing, one word per option as the JVM splits them: the value of every
+/// `-D` property whose name says it is secret (password, passwd, pwd, secret, token,
+/// credential, key, jaas) is `***`, URLs lose their password. A value the JVM cannot split
+/// (an unmatched quote) is not shown at all.
 pub fn redact_options(value: &str) -> String {
     let secret = |name: &str| {
         let n = name.to_ascii_lowercase();
-        ["password", "secret", "token", "credential"]
-            .iter()
-            .any(|w| n.contains(w))
+        let words = [
+            "passw",
+            "pwd",
+            "secret",
+            "token",
+            "credential",
+            "key",
+            "jaas",
+        ];
+        words.iter().any(|w| n.contains(w))
     };
-    let words: Vec<String> = value
-        .split(' ')
+    let Ok(options) = split_options(value) else {
+        return "*** (unmatched quote)".to_owned();
+    };
+    let words: Vec<String> = options
+        .iter()
         .map(
             |w| match w.strip_prefix("-D").and_then(|p| p.split_once('=')) {
                 Some((name, _)) if secret(name) => format!("-D{name}=***"),
@@ -453,6 +465,11 @@ mod tests {
             redact_options("-Xmx1g -Dhttp.proxyPassword=pw -Da.Token=t -Du=http://u:pw@h/ -Dx=1"),
             "-Xmx1g -Dhttp.proxyPassword=*** -Da.Token=*** -Du=http://u:***@h/ -Dx=1"
         );
+        assert_eq!(
+            redact_options("-Xmx1g\t'-Ddb.pwd=a b' -Dp.passwd=\"c d\" -Dapi.key=k"),
+            "-Xmx1g -Ddb.pwd=*** -Dp.passwd=*** -Dapi.key=***"
+        );
+        assert_eq!(redact_options("-Ddb.password='x"), "*** (unmatched quote)");
     }
 
     #[test]
