@@ -837,15 +837,10 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
         r.sort();
         r
     };
-    // One Event per transition: blocked, rolling, applied, ready.
+    // One Event per transition: blocked, applied (the rollout starting), ready.
     assert_eq!(
         reasons(events().await),
-        [
-            "ConfigApplied",
-            "NamespaceNotEnabled",
-            "Reconciled",
-            "RolloutInProgress"
-        ]
+        ["ConfigApplied", "NamespaceNotEnabled", "Reconciled"]
     );
     let n = events().await.len();
     // Many resyncs later: no new events.

@@ -85,12 +85,18 @@ impl Plan {
         let (status, flip) = self.finish(status, &decided, now);
         let mut events = Vec::new();
         if let Verdict::Applied(a) = &self.verdict {
-            // The status change first, then what was rolled and released.
-            events.extend(flip);
-            events.extend(rotation_events);
-            events.extend(note(event::CONFIG_APPLIED, &applied, |n| {
+            let rolling = note(event::CONFIG_APPLIED, &applied, |n| {
                 format!("rolling {n} workload(s) to config {}", a.hash)
-            }));
+            });
+            // The status change first, then what was rolled and released. A rollout that
+            // starts is told once: by ConfigApplied, not also by Ready turning False.
+            let started = rolling.is_some()
+                && flip
+                    .as_ref()
+                    .is_some_and(|f| f.reason == reason::ROLLOUT_IN_PROGRESS);
+            events.extend(flip.filter(|_| !started));
+            events.extend(rotation_events);
+            events.extend(rolling);
             events.extend(removed);
         } else {
             // The releases that led to the new status first.
