@@ -397,6 +397,30 @@ class PerProcess:
         pass
 
 
+def read_line(proc, buf: bytearray, timeout: float) -> str | None:
+    """One line of a probe's stdout within `timeout`, keeping what follows it in `buf`;
+    None on timeout or when the process closed its stdout (exited, or did not start)."""
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        ready = sel.select(left)
+        sel.close()
+        if not ready:
+            return None
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None
+        buf += chunk
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
+    return line.decode("utf-8", "replace")
+
+
 class Batch:
     """A long-lived probe process that takes jobs on stdin and sets the environment per
     job (for clients that read the environment per request or per client object)."""
@@ -407,37 +431,20 @@ class Batch:
         self.cwd = cwd
         self.proc = None
         self.version = None
-        self._buf = b""
+        self._buf = bytearray()
 
     def _start(self):
         self.proc = subprocess.Popen(
             self.argv, env=base_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self.cwd
         )
-        self._buf = b""
+        self._buf = bytearray()
         line = self._readline(30)
         if line is None:
             raise RuntimeError(f"{self.name}: probe did not start")
         self.version = json.loads(line).get("version")
 
     def _readline(self, timeout: float) -> str | None:
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            sel = selectors.DefaultSelector()
-            sel.register(fd, selectors.EVENT_READ)
-            ready = sel.select(left)
-            sel.close()
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line.decode("utf-8", "replace")
+        return read_line(self.proc, self._buf, timeout)
 
     def run(self, server: Server, job: dict) -> dict:
         if self.proc is None or self.proc.poll() is not None:
@@ -487,28 +494,6 @@ class JavaProbe:
     def __init__(self, name: str):
         self.name = name
 
-    @staticmethod
-    def _readline(proc, buf: bytearray, timeout: float) -> str | None:
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            sel = selectors.DefaultSelector()
-            sel.register(fd, selectors.EVENT_READ)
-            ready = sel.select(left)
-            sel.close()
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None  # the JVM exited (or did not start)
-            buf += chunk
-        line, _, rest = bytes(buf).partition(b"\n")
-        buf[:] = rest
-        return line.decode("utf-8", "replace")
-
     def run(self, server: Server, job: dict) -> dict:
         env = base_env()
         env.update(job["env"])
@@ -520,7 +505,7 @@ class JavaProbe:
         out: dict = {"ok": False, "status": None, "error": None}
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         buf = bytearray()
-        line = self._readline(proc, buf, CLIENT_TIMEOUT)
+        line = read_line(proc, buf, CLIENT_TIMEOUT)
         hc = None
         if line is not None:
             try:
@@ -535,7 +520,7 @@ class JavaProbe:
                 try:
                     proc.stdin.write(b"go\n")
                     proc.stdin.flush()
-                    line2 = self._readline(proc, buf, CLIENT_TIMEOUT)
+                    line2 = read_line(proc, buf, CLIENT_TIMEOUT)
                 except OSError as e:
                     line2 = None
                     hc = {"decision": "error", "proxy": None, "error": f"probe died: {e}"}
