@@ -390,18 +390,7 @@ fn realistic_fixtures(namespaces: usize) -> String {
 /// namespaces is injected, and how long that took.
 async fn realistic_rss(namespaces: usize) -> Option<(f64, Duration)> {
     let sim = sim_with(&realistic_fixtures(namespaces)).await;
-    let dir = std::env::temp_dir().join(format!("epo-bench-r{}-{namespaces}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let kc = dir.join("kubeconfig");
-    sim.write_kubeconfig(&kc).expect("kubeconfig");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
-        .args(["run", "--kubeconfig"])
-        .arg(&kc)
-        .args(["--log-level", "warn"])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start operator");
-    let pid = child.id().expect("pid");
+    let (mut child, pid, dir) = spawn_operator(&sim, &format!("r{namespaces}"));
     let t = Instant::now();
     let selected = (namespaces * 10) as u64;
     let done = wait_patches(&sim, 0, selected, Duration::from_secs(600)).await;
@@ -438,6 +427,27 @@ async fn memory_realistic(summary: &mut Summary) {
     }
 }
 
+/// The operator binary as its own process against `sim` (its RSS is then its own): the
+/// child, its pid, and the directory holding its kubeconfig.
+fn spawn_operator(
+    sim: &kube_sim::KubeSimHandle,
+    tag: &str,
+) -> (tokio::process::Child, u32, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("epo-bench-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let kc = dir.join("kubeconfig");
+    sim.write_kubeconfig(&kc).expect("kubeconfig");
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+        .args(["run", "--kubeconfig"])
+        .arg(&kc)
+        .args(["--log-level", "warn"])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start operator");
+    let pid = child.id().expect("pid");
+    (child, pid, dir)
+}
+
 fn rss_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
@@ -456,19 +466,8 @@ async fn memory() {
         "== operator memory: 10,000 Deployments (1,000 selected), 10,000 unrelated Secrets =="
     );
     let sim = sim_with(&fixtures(100, 10, 90, 100)).await;
-    let dir = std::env::temp_dir().join(format!("epo-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let kc = dir.join("kubeconfig");
-    sim.write_kubeconfig(&kc).expect("kubeconfig");
     let patches = sim.request_counts().get("patch", "deployments");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
-        .args(["run", "--kubeconfig"])
-        .arg(&kc)
-        .args(["--log-level", "warn"])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start operator");
-    let pid = child.id().expect("pid");
+    let (mut child, pid, dir) = spawn_operator(&sim, "small");
     let t = Instant::now();
     let done = wait_patches(&sim, patches, 1000, Duration::from_secs(300)).await;
     println!(
