@@ -124,11 +124,6 @@ impl Dialect {
             .filter(|d| *d != Dialect::Portable && *d != Dialect::Java)
     }
 
-    /// Every modelled client: [`Dialect::clients`] and `java`.
-    pub fn modelled() -> impl Iterator<Item = Dialect> {
-        Dialect::ALL.into_iter().filter(|d| *d != Dialect::Portable)
-    }
-
     /// The dialect the proxy variables are written in for a policy of this dialect:
     /// `portable` for `java`, whose JVMs read `JAVA_TOOL_OPTIONS` instead.
     pub fn for_variables(self) -> Dialect {
