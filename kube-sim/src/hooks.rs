@@ -94,9 +94,11 @@ pub struct Hooks {
     pub counts: RequestCounts,
 }
 
+/// A uniform number in 0..1 from the 53 lowest bits of a v4 UUID (all random; the
+/// variant bits sit above them, so a shift would keep the result at 0.5 or more).
 fn random_unit() -> f64 {
     let b = uuid::Uuid::new_v4().as_u128() as u64;
-    (b >> 11) as f64 / (1u64 << 53) as f64
+    (b & ((1u64 << 53) - 1)) as f64 / (1u64 << 53) as f64
 }
 
 impl Hooks {
@@ -152,5 +154,19 @@ pub fn reason(code: u16) -> &'static str {
         503 => "ServiceUnavailable",
         504 => "Timeout",
         _ => "Unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A fault with a low probability fires at about that rate.
+    #[test]
+    fn random_unit_is_uniform() {
+        let n = 20_000;
+        let below = |p: f64| (0..n).filter(|_| super::random_unit() < p).count() as f64 / n as f64;
+        for p in [0.02, 0.25, 0.5, 0.9] {
+            let rate = below(p);
+            assert!((rate - p).abs() < 0.02, "p {p}: {rate}");
+        }
     }
 }
