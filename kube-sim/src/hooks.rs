@@ -62,6 +62,11 @@ pub struct RequestCounts {
     pub by_field_manager: BTreeMap<String, u64>,
     /// Updates and patches that changed nothing.
     pub noop_writes: u64,
+    /// Requests answered with an error status by an injected fault or the outage.
+    pub faulted: u64,
+    /// fieldManager of writes answered with an error status by an injected fault or the
+    /// outage -> count (they are in `by_field_manager` too: that counts what was sent).
+    pub refused_by_field_manager: BTreeMap<String, u64>,
 }
 
 impl RequestCounts {
@@ -114,9 +119,25 @@ impl Hooks {
             .by_verb_resource
             .entry((verb.into(), resource.into()))
             .or_default() += 1;
-        if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        let manager = field_manager.filter(|m| !m.is_empty());
+        if let Some(m) = manager {
             *self.counts.by_field_manager.entry(m.into()).or_default() += 1;
         }
+        let faults = self.pick(verb, resource);
+        if faults.iter().any(|f| matches!(f, Fault::Status { .. })) {
+            self.counts.faulted += 1;
+            if let Some(m) = manager {
+                *self
+                    .counts
+                    .refused_by_field_manager
+                    .entry(m.into())
+                    .or_default() += 1;
+            }
+        }
+        faults
+    }
+
+    fn pick(&mut self, verb: &str, resource: &str) -> Vec<Fault> {
         if self.down_until.is_some_and(|t| Instant::now() < t) {
             return vec![Fault::Status {
                 code: 503,
