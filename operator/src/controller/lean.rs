@@ -133,7 +133,7 @@ pub fn cron_job(o: &mut CronJob) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use super::*;
@@ -157,7 +157,7 @@ mod tests {
             "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}]})
     }
 
-    fn realistic(kind: &str) -> Value {
+    pub(crate) fn realistic(kind: &str) -> Value {
         let template = json!({
             "metadata": {"labels": {"app": "api"}, "annotations": {"team": "a"}},
             "spec": {"containers": [container("api"), container("sidecar"), container("agent")],

@@ -3,6 +3,7 @@
 //! concerns, and `run` wires one controller per scope (the whole cluster, or each namespace
 //! of a namespaced install).
 
+mod cached;
 mod conditions;
 mod errors;
 mod lean;
@@ -34,6 +35,8 @@ pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
 pub use crate::discovery::{Overrides, PlatformSource};
 pub use errors::{Category, Error, describe, describe_watch};
 pub use watches::Ctx;
+
+use cached::Cached;
 
 use crate::admin::Readiness;
 use crate::api::EgressProxyPolicy;
@@ -272,10 +275,10 @@ impl Scope<'_> {
             policies: &policies,
             metrics: &self.settings.metrics,
         };
-        let deployments = w.workloads::<Deployment>();
-        let statefulsets = w.workloads::<StatefulSet>();
-        let daemonsets = w.workloads::<DaemonSet>();
-        let cronjobs = w.workloads::<CronJob>();
+        let deployments = w.workloads::<Cached<Deployment>>();
+        let statefulsets = w.workloads::<Cached<StatefulSet>>();
+        let daemonsets = w.workloads::<Cached<DaemonSet>>();
+        let cronjobs = w.workloads::<Cached<CronJob>>();
         let namespaces = scope
             .is_none()
             .then(|| w.namespaces(&self.settings.namespace_selector));

@@ -20,7 +20,7 @@ use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, PROXY_VARS, WorkloadId};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// What the reconciler needs to know about one workload.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadView {
     pub id: WorkloadId,
     pub labels: BTreeMap<String, String>,
@@ -166,7 +166,7 @@ pub trait Workload: Resource<DynamicType = ()> + Clone {
     fn lean(&mut self);
 }
 
-fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId> {
+pub(crate) fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId> {
     Some(WorkloadId {
         kind,
         namespace: o.meta().namespace.clone()?,

@@ -27,6 +27,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::cached::Cached;
 use super::objects::{self, Workload, strip};
 use super::platform::{self, PlatformCaches};
 use super::recent::{Recent, Seen};
@@ -49,10 +50,10 @@ pub struct Ctx {
     pub(crate) settings: Settings,
     pub(crate) base_inputs: ClusterInputs,
     pub(crate) policies: Store<EgressProxyPolicy>,
-    pub(crate) deployments: Store<Deployment>,
-    pub(crate) statefulsets: Store<StatefulSet>,
-    pub(crate) daemonsets: Store<DaemonSet>,
-    pub(crate) cronjobs: Store<CronJob>,
+    pub(crate) deployments: Store<Cached<Deployment>>,
+    pub(crate) statefulsets: Store<Cached<StatefulSet>>,
+    pub(crate) daemonsets: Store<Cached<DaemonSet>>,
+    pub(crate) cronjobs: Store<Cached<CronJob>>,
     /// Admitted namespaces (label-selected watch); unused with an explicit list.
     pub(crate) namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
     /// The managed Secrets and ConfigMaps of each namespace, and source Secret wake-ups.
@@ -275,8 +276,8 @@ impl Wiring<'_> {
                 recent.relisted_workloads(K::KIND, since);
             }
             if let Some((o, deleted)) = touched(e) {
-                if let Some(v) = o.view() {
-                    recent.saw_workload(&v.id, seen(o, deleted));
+                if let Some(id) = objects::id_of(o, K::KIND) {
+                    recent.saw_workload(&id, seen(o, deleted));
                 }
                 wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
             }
