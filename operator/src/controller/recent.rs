@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 
-use crate::api::{EgressProxyPolicyStatus, WorkloadKind};
+use super::plan::HOLD;
+use crate::api::{CredentialSlotStatus, EgressProxyPolicyStatus, WorkloadKind};
 use crate::workloads::WorkloadId;
 
 /// How long a write is remembered at most.
@@ -131,7 +132,16 @@ pub(crate) struct Recent {
     workloads: Writes<WorkloadId, String>,
     statuses: Writes<Key, EgressProxyPolicyStatus>,
     failures: Mutex<HashMap<Key, u32>>,
+    /// Statuses that only tell that workloads roll, waiting, per policy.
+    rolling: Mutex<HashMap<Key, Hold>>,
     pruned: Mutex<Option<Instant>>,
+}
+
+/// A status held back: until when, and the credential slots' record it carries (read as
+/// the previous one, so a change in place is told once).
+struct Hold {
+    until: Instant,
+    credentials: Option<Vec<CredentialSlotStatus>>,
 }
 
 /// How many entries [`Recent`] holds: writes of each kind and failure counts.
@@ -139,7 +149,8 @@ pub(crate) struct Recent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held {
     pub writes: usize,
-    pub failures: usize,
+    /// Failure counts and rolling holds.
+    pub per_policy: usize,
 }
 
 /// What a watch event tells [`Recent`]: the cache now holds `key` at `version`, or it is gone.
@@ -165,6 +176,48 @@ impl Recent {
         }
     }
 
+    /// How long `status` of `key`, which only tells that workloads roll, waits, if it
+    /// does: the first of a rollout waits [`HOLD`], and after one is written the next waits
+    /// [`HOLD`] from then.
+    pub(crate) fn hold_rolling(
+        &self,
+        key: &Key,
+        status: &EgressProxyPolicyStatus,
+        now: Instant,
+    ) -> Option<Duration> {
+        let mut m = self.rolling.lock().ok()?;
+        let hold = m.entry(key.clone()).or_insert(Hold {
+            until: now + HOLD,
+            credentials: None,
+        });
+        let wait = (now < hold.until).then(|| hold.until - now)?;
+        hold.credentials = Some(status.credentials.clone());
+        Some(wait)
+    }
+
+    /// The credential slots' record of a held status of `key`.
+    pub(crate) fn held_credentials(&self, key: &Key) -> Option<Vec<CredentialSlotStatus>> {
+        self.rolling.lock().ok()?.get(key)?.credentials.clone()
+    }
+
+    /// A status of `key` was written at `now`; `rolling`: it told that workloads roll.
+    pub(crate) fn wrote_rolling(&self, key: &Key, rolling: bool, now: Instant) {
+        if let Ok(mut m) = self.rolling.lock() {
+            if rolling {
+                let until = now + HOLD;
+                m.insert(
+                    key.clone(),
+                    Hold {
+                        until,
+                        credentials: None,
+                    },
+                );
+            } else {
+                m.remove(key);
+            }
+        }
+    }
+
     /// After a re-list of the policies of `scope` (a namespace, or all): forgets the failure
     /// counts and status writes of those it no longer shows (deleted while the watch was
     /// down, so no delete event came).
@@ -174,6 +227,9 @@ impl Recent {
             f.retain(|k, _| !gone(k));
         }
         if let Ok(mut m) = self.statuses.0.lock() {
+            m.retain(|k, _| !gone(k));
+        }
+        if let Ok(mut m) = self.rolling.lock() {
             m.retain(|k, _| !gone(k));
         }
     }
@@ -203,7 +259,8 @@ impl Recent {
                 + self.config_maps.len()
                 + self.workloads.len()
                 + self.statuses.len(),
-            failures: self.failures.lock().map_or(0, |f| f.len()),
+            per_policy: self.failures.lock().map_or(0, |f| f.len())
+                + self.rolling.lock().map_or(0, |f| f.len()),
         }
     }
 
@@ -313,6 +370,7 @@ impl Recent {
     pub(crate) fn saw_policy(&self, key: &Key, seen: Seen) {
         if matches!(seen, Seen::Deleted) {
             self.succeeded(key);
+            self.wrote_rolling(key, false, Instant::now());
         }
         see(&self.statuses, key, seen);
         self.prune(Instant::now());
@@ -429,6 +487,10 @@ mod tests {
             let k = key(&id.namespace, &id.name);
             r.wrote_status(k.clone(), None, rv("3"), EgressProxyPolicyStatus::default());
             assert_eq!(r.failed(k.clone()), 1);
+            assert!(
+                r.hold_rolling(&k, &Default::default(), Instant::now())
+                    .is_some()
+            );
             r.saw_workload(&id, Seen::Deleted);
             r.saw_policy(&k, Seen::Deleted);
         }
@@ -436,7 +498,7 @@ mod tests {
             r.held(),
             Held {
                 writes: 0,
-                failures: 0
+                per_policy: 0
             }
         );
     }
@@ -452,6 +514,7 @@ mod tests {
         r.failed(key("a", "gone"));
         r.failed(key("a", "kept"));
         r.failed(key("b", "other-scope"));
+        r.hold_rolling(&key("a", "gone"), &Default::default(), Instant::now());
         r.wrote_status(key("a", "gone"), None, rv("3"), Default::default());
         let now = Instant::now();
         let second = Duration::from_secs(1);
@@ -462,19 +525,47 @@ mod tests {
         r.prune(now + LIFETIME + PRUNE_EVERY);
         assert_eq!(r.held().writes, 0);
         r.keep_policies(Some("a"), |k| k.1 == "kept");
-        assert_eq!(r.held().failures, 2, "a/kept and b/other-scope stay");
+        assert_eq!(r.held().per_policy, 2, "a/kept and b/other-scope stay");
         r.keep_policies(None, |_| false);
         assert_eq!(
             r.held(),
             Held {
                 writes: 0,
-                failures: 0
+                per_policy: 0
             }
         );
         // A success ends a count as well.
         r.failed(key("a", "x"));
         r.succeeded(&key("a", "x"));
-        assert_eq!(r.held().failures, 0);
+        assert_eq!(r.held().per_policy, 0);
+    }
+
+    #[test]
+    fn a_rolling_status_waits_hold_and_then_at_most_once_per_hold() {
+        let r = Recent::default();
+        let k = key("a", "p");
+        let t = Instant::now();
+        let second = Duration::from_secs(1);
+        let status = EgressProxyPolicyStatus {
+            credentials: vec![CredentialSlotStatus {
+                name: "main".into(),
+                fingerprint: Some("f2".into()),
+                state: crate::api::SlotState::InUse,
+                message: None,
+            }],
+            ..Default::default()
+        };
+        let hold = |at| r.hold_rolling(&k, &status, at);
+        assert_eq!(hold(t), Some(HOLD), "the rollout starts");
+        assert_eq!(r.held_credentials(&k), Some(status.credentials.clone()));
+        assert_eq!(hold(t + second), Some(HOLD - second));
+        assert_eq!(hold(t + HOLD), None, "still rolling: written");
+        r.wrote_rolling(&k, true, t + HOLD);
+        assert_eq!(r.held_credentials(&k), None, "written");
+        assert_eq!(hold(t + HOLD + second), Some(HOLD - second));
+        r.wrote_rolling(&k, false, t + HOLD + second);
+        assert_eq!(r.held().per_policy, 0, "done rolling");
+        assert_eq!(hold(t + 2 * HOLD), Some(HOLD), "the next rollout");
     }
 
     #[test]

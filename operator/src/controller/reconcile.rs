@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -271,6 +271,13 @@ impl Executor {
                     .clone()
             })
             .or_else(|| self.policy.status.clone())
+            .map(|mut s| {
+                // A held status's record of the slots: a change in place is told once.
+                if let Some(c) = ctx.recent.held_credentials(&self.key()) {
+                    s.credentials = c;
+                }
+                s
+            })
             .unwrap_or_default();
         let admitted = ctx.admitted(&self.ns);
         let denied = self.access().await?;
@@ -474,7 +481,7 @@ impl Executor {
         self.delete_managed(&done).await?;
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let report = plan.report(&failed, &now);
-        self.publish(&report).await?;
+        let held = self.publish(&report).await?;
         let failed = plan.failures(&failed);
         if !failed.is_empty() {
             return Err(Error::Workloads(failed));
@@ -482,10 +489,12 @@ impl Executor {
         if done.remove_finalizer {
             self.remove_finalizer().await?;
         }
-        Ok(match report.requeue {
-            Requeue::Resync => Action::requeue(self.ctx.settings.resync),
-            Requeue::Soon => Action::requeue(ROLLING_RECHECK.min(self.ctx.settings.resync)),
-            Requeue::AwaitChange => Action::await_change(),
+        let resync = self.ctx.settings.resync;
+        Ok(match (held, report.requeue) {
+            (Some(wait), _) => Action::requeue(wait.min(resync)),
+            (None, Requeue::Resync) => Action::requeue(resync),
+            (None, Requeue::Soon) => Action::requeue(ROLLING_RECHECK.min(resync)),
+            (None, Requeue::AwaitChange) => Action::await_change(),
         })
     }
 
@@ -674,9 +683,17 @@ impl Executor {
         Ok(())
     }
 
-    /// Writes the status when it changed, then the Events.
-    async fn publish(&self, report: &Report) -> Result<(), Error> {
-        if let Some(status) = &report.status {
+    /// Writes the status when it changed, then the Events. A status that only tells that
+    /// workloads roll may wait ([`plan::HOLD`]): then it is not written, and how long it
+    /// waits is returned.
+    async fn publish(&self, report: &Report) -> Result<Option<Duration>, Error> {
+        let key = self.key();
+        let recent = &self.ctx.recent;
+        let held = match (&report.status, report.rolling) {
+            (Some(status), true) => recent.hold_rolling(&key, status, Instant::now()),
+            _ => None,
+        };
+        if let Some(status) = report.status.as_ref().filter(|_| held.is_none()) {
             let body = json!({
                 "apiVersion": "egressproxy.io/v1alpha1",
                 "kind": "EgressProxyPolicy",
@@ -699,15 +716,13 @@ impl Executor {
             let cached = now
                 .as_ref()
                 .and_then(|p| p.metadata.resource_version.as_ref());
-            let key = self.key();
-            self.ctx
-                .recent
-                .wrote_status(key, cached, after, status.clone());
+            recent.wrote_rolling(&key, report.rolling, Instant::now());
+            recent.wrote_status(key, cached, after, status.clone());
         }
         for note in &report.events {
             self.event(note).await;
         }
-        Ok(())
+        Ok(held)
     }
 
     /// Publishes one Event on the policy. Events mark transitions, so each is its own object

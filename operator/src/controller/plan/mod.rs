@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
-pub use report::{Completion, Note, Report, Requeue};
+pub use report::{Completion, HOLD, Note, Report, Requeue};
 pub use slots::SlotRead;
 
 use super::FINALIZER;

@@ -28,7 +28,15 @@ pub struct Report {
     pub status: Option<EgressProxyPolicyStatus>,
     pub events: Vec<Note>,
     pub requeue: Requeue,
+    /// The new status only tells that workloads are rolling (the rotation's and the
+    /// verification's records unchanged): it may wait up to [`HOLD`], so that a rollout
+    /// that finishes by then is told by one status write, the final one.
+    pub rolling: bool,
 }
+
+/// How long a status that only tells that workloads roll may wait before it is written;
+/// also the least time between two such writes while a rollout goes on.
+pub const HOLD: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// One Event on the policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +79,7 @@ impl Plan {
         let removed = note(event::CONFIG_REMOVED, &restored, |n| {
             format!("removed the proxy settings from {n} workload(s)")
         });
-        let Some((status, decided, requeue, rotation_events)) =
+        let Some((status, decided, requeue, mut rotation_events)) =
             self.outcome(&applied, &restored, failed, now)
         else {
             let events = removed.into_iter().collect();
@@ -80,23 +88,37 @@ impl Plan {
                 status: None,
                 events,
                 requeue,
+                rolling: false,
             };
         };
         let (status, flip) = self.finish(status, &decided, now);
+        let rolling = status.as_ref().is_some_and(|s| self.only_rolling(s));
         let mut events = Vec::new();
         if let Verdict::Applied(a) = &self.verdict {
-            let rolling = note(event::CONFIG_APPLIED, &applied, |n| {
+            // A configuration is told once, when its rollout starts: not again for the next
+            // workloads of a paced rollout, nor for a workload that joins it.
+            let fresh = a.mine.iter().all(|m| m.needs_write && !m.written);
+            let started = note(event::CONFIG_APPLIED, &applied, |n| {
                 format!("rolling {n} workload(s) to config {}", a.hash)
-            });
-            // The status change first, then what was rolled and released. A rollout that
-            // starts is told once: by ConfigApplied, not also by Ready turning False.
-            let started = rolling.is_some()
-                && flip
-                    .as_ref()
-                    .is_some_and(|f| f.reason == reason::ROLLOUT_IN_PROGRESS);
-            events.extend(flip.filter(|_| !started));
+            })
+            .filter(|_| fresh);
+            // A change in place is one Warning that also tells the rollout.
+            let started = match rotation_events
+                .iter_mut()
+                .find(|e| e.reason == event::CREDENTIAL_CHANGED_IN_PLACE)
+            {
+                Some(w) if started.is_some() => {
+                    let rolled = started.map(|s| s.message).unwrap_or_default();
+                    w.message = format!("{}; {rolled}", w.message);
+                    None
+                }
+                _ => started,
+            };
+            // The status change first, then what was rolled and released. A rollout is
+            // told by ConfigApplied when the operator starts it, not by Ready turning False.
+            events.extend(flip.filter(|f| f.reason != reason::ROLLOUT_IN_PROGRESS));
             events.extend(rotation_events);
-            events.extend(rolling);
+            events.extend(started);
             events.extend(removed);
         } else {
             // The releases that led to the new status first.
@@ -108,7 +130,19 @@ impl Plan {
             status,
             events,
             requeue,
+            rolling,
         }
+    }
+
+    /// Whether `status` only tells that workloads are rolling: Ready is False for
+    /// RolloutInProgress and the records that steps depend on (rotation, verification) are
+    /// as before. (The executor keeps a held status's record of the slots.)
+    fn only_rolling(&self, status: &EgressProxyPolicyStatus) -> bool {
+        let old = &self.previous;
+        let ready = status.conditions.iter().find(|c| c.type_ == READY);
+        ready.is_some_and(|c| c.status == "False" && c.reason == reason::ROLLOUT_IN_PROGRESS)
+            && status.rotation == old.rotation
+            && status.verification == old.verification
     }
 
     /// What the verdict gives: the status (before its conditions), the conditions, when to

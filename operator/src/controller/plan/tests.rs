@@ -608,6 +608,45 @@ fn rolling_workloads_hold_their_slots() {
     assert_eq!(ids(&w.plan()), ["Deployment/c"]);
 }
 
+/// One change is one Event: the next steps of a paced rollout and a workload that joins
+/// the configuration are in status only. Each step's status only tells of the
+/// rollout, so it may wait (`rolling`); the last one does not.
+#[test]
+fn a_paced_rollout_is_one_event_and_its_steps_may_wait() {
+    let mut w = World::new(json!({"rollout": {"maxConcurrent": 2}}), five());
+    w.settle();
+    w.credentials = Some(urls("http://u:second@proxy.corp.example:3128"));
+    let first = w.settle();
+    let r = first.report(&[], &now());
+    assert_eq!(ids(&first), ["Deployment/a", "Deployment/b"]);
+    // Changed in place: one Warning, which tells the rollout too.
+    assert_eq!(events(&r), [(true, "CredentialChangedInPlace".into())]);
+    let message = &r.events[0].message;
+    assert!(
+        message.contains("; rolling 2 workload(s) to config "),
+        "{message}"
+    );
+    assert!(r.rolling, "{:?}", ready(&r));
+    let next = w.settle();
+    let r = next.report(&[], &now());
+    assert_eq!(ids(&next), ["Deployment/c", "Deployment/d"]);
+    assert_eq!(events(&r), [], "the same change");
+    assert!(r.rolling);
+    let last = w.settle();
+    assert_eq!(ids(&last), ["Deployment/e"]);
+    let done = w.plan().report(&[], &now());
+    assert!(!done.rolling, "Ready: the final status is written at once");
+    assert_eq!(ready(&done).0, "True");
+    w.workloads.push(proxied("f"));
+    let joined = w.plan();
+    assert_eq!(ids(&joined), ["Deployment/f"]);
+    assert_eq!(
+        events(&joined.report(&[], &now())),
+        [],
+        "f joins the configuration"
+    );
+}
+
 #[test]
 fn a_rollout_that_cannot_progress_holds_no_slot() {
     for stuck in [
