@@ -26,6 +26,11 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// Whether the operator's task has ended (it returned or panicked).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
