@@ -166,7 +166,7 @@ async fn converged(
 async fn churn(env: &Env, stop: tokio::sync::watch::Receiver<bool>) -> (u64, u64) {
     let (mut created, mut deleted) = (0, 0);
     let mut i = 0usize;
-    let selected = |i: usize| i % 2 == 0;
+    let selected = |i: usize| i.is_multiple_of(2);
     while !*stop.borrow() {
         let ns = format!("soak-{}", i % NAMESPACES);
         env.sim
