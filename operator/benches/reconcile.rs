@@ -2,7 +2,8 @@
 //!
 //! 1. 1,000 selected Deployments in 100 namespaces share one source Secret. Time from the
 //!    Secret update until every Deployment is patched, next to a bare client sending the same
-//!    1,000 server-side-apply patches with the same concurrency against the same server.
+//!    1,000 server-side-apply patches with the same concurrency against the same server; then
+//!    the same with 10,000 in 1,000 namespaces (one update).
 //! 2. Resident memory of the operator binary with 10,000 Deployments (1,000 selected) and
 //!    10,000 unrelated Secrets in the server.
 //! 3. A credential rotation (`rotation: Auto`) of the same 1,000 Deployments: time until every
@@ -149,22 +150,28 @@ impl Summary {
     }
 }
 
-async fn patch_throughput(summary: &mut Summary) {
-    println!("== 1,000 selected Deployments in 100 namespaces, one source Secret update ==");
-    let sim = sim_with(&fixtures(100, 10, 0, 0)).await;
+/// `namespaces` namespaces of 10 selected Deployments, one source Secret: the time from
+/// its update until every Deployment is patched, next to the bare client, over `rounds`
+/// updates (median). Returns the median ratio and writes and Events per change over the
+/// minimum.
+async fn propagation(namespaces: usize, rounds: usize) -> Option<(f64, f64)> {
+    let n = namespaces * 10;
+    println!("== {n} selected Deployments in {namespaces} namespaces, one source Secret update ==");
+    let sim = sim_with(&fixtures(namespaces, 10, 0, 0)).await;
     let client = sim.client().expect("client");
     let (stop, op) = start_operator(&client);
     let start = Instant::now();
-    let first = wait_patches(&sim, 0, 1000, Duration::from_secs(300)).await;
+    let limit = Duration::from_secs(60 + n as u64 / 20);
+    let first = wait_patches(&sim, 0, n as u64, limit).await;
     println!(
-        "initial injection of 1,000 Deployments: {:?} after operator start",
+        "initial injection of {n} Deployments: {:?} after operator start",
         first.map(|_| start.elapsed())
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
 
     let mut ratios = Vec::new();
     let mut per_change = Vec::new();
-    for round in 1..=3 {
+    for round in 1..=rounds {
         let patches = sim.request_counts().get("patch", "deployments");
         let writes = field_manager_writes(&sim);
         let events = sim.request_counts().get("create", "events");
@@ -175,42 +182,53 @@ async fn patch_throughput(summary: &mut Summary) {
             .patch("shared", &PatchParams::default(), &Patch::Merge(json!({"stringData": {"httpProxy": format!("http://u:round-{round}@proxy.corp.example:3128")}})))
             .await
             .expect("update secret");
-        let Some(_) = wait_patches(&sim, patches, 1000, Duration::from_secs(300)).await else {
-            println!("round {round}: not all Deployments were patched within 300 s");
+        let Some(_) = wait_patches(&sim, patches, n as u64, limit).await else {
+            println!("round {round}: not all Deployments were patched within {limit:?}");
             break;
         };
         let operator = t0.elapsed();
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Past the status hold (3 s), so the change's last status write is counted.
+        tokio::time::sleep(Duration::from_secs(6)).await;
         let total_writes = field_manager_writes(&sim) - writes;
         let new_events = sim.request_counts().get("create", "events") - events;
 
-        let bare = bare_client(&sim, &client, &format!("{round}")).await;
+        let bare = bare_client(&sim, &client, namespaces, &format!("{round}")).await;
         let ratio = operator.as_secs_f64() / bare.as_secs_f64();
         ratios.push(ratio);
         // The minimum: each workload once, each managed Secret once, one status write and
         // one Event per policy.
-        let minimum = 1000 + 100 + 100 + 100;
-        per_change.push((total_writes + new_events) as f64 / f64::from(minimum));
+        let minimum = n + 3 * namespaces;
+        per_change.push((total_writes + new_events) as f64 / minimum as f64);
         println!(
-            "round {round}: operator {:.0} ms, bare client {:.0} ms, ratio {ratio:.2}; operator API writes for the change: {total_writes} ({} events)",
+            "round {round}: operator {:.0} ms, bare client {:.0} ms, ratio {ratio:.2}; operator API writes for the change: {total_writes} ({} events), minimum {minimum} with the Events",
             operator.as_secs_f64() * 1000.0,
             bare.as_secs_f64() * 1000.0,
             new_events
         );
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    if !ratios.is_empty() {
-        ratios.sort_by(f64::total_cmp);
-        per_change.sort_by(f64::total_cmp);
-        let (ratio, writes) = (ratios[ratios.len() / 2], per_change[per_change.len() / 2]);
-        println!(
-            "median ratio operator/bare: {ratio:.2}; writes and Events per change over the minimum: {writes:.2}"
-        );
+    let _ = stop.send(());
+    let _ = op.await;
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    per_change.sort_by(f64::total_cmp);
+    let (ratio, writes) = (ratios[ratios.len() / 2], per_change[per_change.len() / 2]);
+    println!(
+        "median ratio operator/bare: {ratio:.2}; writes and Events per change over the minimum: {writes:.2}"
+    );
+    Some((ratio, writes))
+}
+
+async fn patch_throughput(summary: &mut Summary) {
+    if let Some((ratio, writes)) = propagation(100, 3).await {
         summary.add("propagation_ratio_1k", format!("{ratio:.2}"));
         summary.add("writes_per_change_ratio", format!("{writes:.2}"));
     }
-    let _ = stop.send(());
-    let _ = op.await;
+    if let Some((ratio, _)) = propagation(1000, 1).await {
+        summary.add("propagation_ratio_10k", format!("{ratio:.2}"));
+    }
 }
 
 /// Two slots (blue, green) in proxy-system for every namespace, policies rotating `Auto`.
@@ -285,7 +303,7 @@ async fn rotation() {
         total as f64 / minimum as f64,
         counts.get("create", "events") - events
     );
-    let bare = bare_client(&sim, &client, "rotation").await;
+    let bare = bare_client(&sim, &client, 100, "rotation").await;
     if let Some(s) = switched {
         println!(
             "switching time {:.0} ms, bare client {:.0} ms, ratio {:.2}",
@@ -298,11 +316,16 @@ async fn rotation() {
     let _ = op.await;
 }
 
-/// The bare client: the same 1,000 server-side-apply patches, WORKERS at a time.
-async fn bare_client(sim: &kube_sim::KubeSimHandle, client: &kube::Client, tag: &str) -> Duration {
+/// The bare client: the same server-side-apply patches (10 per namespace), WORKERS at a time.
+async fn bare_client(
+    sim: &kube_sim::KubeSimHandle,
+    client: &kube::Client,
+    namespaces: usize,
+    tag: &str,
+) -> Duration {
     let before = sim.request_counts().get("patch", "deployments");
     let t1 = Instant::now();
-    futures::stream::iter((0..100).flat_map(|n| (0..10).map(move |i| (n, i))))
+    futures::stream::iter((0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i))))
         .map(|(n, i)| {
             let api = Api::<Deployment>::namespaced(client.clone(), &format!("team-{n:03}"));
             async move {
@@ -326,7 +349,7 @@ async fn bare_client(sim: &kube_sim::KubeSimHandle, client: &kube::Client, tag: 
     let bare = t1.elapsed();
     assert_eq!(
         sim.request_counts().get("patch", "deployments") - before,
-        1000
+        namespaces as u64 * 10
     );
     bare
 }
@@ -437,7 +460,16 @@ fn spawn_operator(
     std::fs::create_dir_all(&dir).expect("tmp");
     let kc = dir.join("kubeconfig");
     sim.write_kubeconfig(&kc).expect("kubeconfig");
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+    // EPO_BENCH_WRAP runs the operator under a profiler, e.g. "heaptrack -o /tmp/epo".
+    let wrap = std::env::var("EPO_BENCH_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    let bin = env!("CARGO_BIN_EXE_egress-proxy-operator");
+    let mut cmd = tokio::process::Command::new(words.next().unwrap_or(bin));
+    cmd.args(words);
+    if !wrap.is_empty() {
+        cmd.arg(bin);
+    }
+    let child = cmd
         .args(["run", "--kubeconfig"])
         .arg(&kc)
         .args(["--log-level", "warn"])
