@@ -173,7 +173,8 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
             r#"{"stringData":{"httpProxy":"http://team-a:rotated-password@proxy.corp.example:3128"}}"#,
         ],
     );
-    let after = demo.until("ConfigApplied");
+    // One Event: the in-place change's Warning, which names the rollout.
+    let after = demo.until("rolling 1 workload(s) to config");
     assert!(
         after
             .lines()
