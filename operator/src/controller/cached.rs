@@ -1,20 +1,16 @@
 //! The form the workload caches hold: the lean object ([`super::lean`]) stored compactly.
 //!
 //! k8s-openapi's structs are large even when empty (a `Container` is about 2 KiB, a
-//! `Deployment` 2.4 KiB), so a lean Deployment with three containers still costs about
-//! 11 KiB. A cached workload keeps its metadata, its pod template's labels, annotations and
-//! containers (name and the operator's variables only), and the rest of the lean object (the
-//! rollout fields of spec and status) as compact JSON; [`Cached::object`] gives the lean
+//! `Deployment` 2.4 KiB), and every map is a B-tree node of about 0.5 KiB, so a lean
+//! Deployment with three containers still costs about 11 KiB as a struct. A cached workload
+//! keeps its metadata (what the caches and triggers read) as a struct and the rest of the
+//! lean object as compact JSON (a few hundred bytes); [`Cached::object`] gives the lean
 //! object back when the plan reads it. Each object is made lean as it is deserialized, so a
 //! list never holds a page of whole objects.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::de::DeserializeOwned;
@@ -23,132 +19,33 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::objects::{Workload, WorkloadView};
 use crate::api::WorkloadKind;
 
-/// A workload kind whose objects have one pod template.
-pub trait Pods: Workload + Serialize + DeserializeOwned {
-    fn template_mut(&mut self) -> Option<&mut PodTemplateSpec>;
-}
+/// A workload kind the caches can hold compactly.
+pub trait Compact: Workload + Serialize + DeserializeOwned {}
 
-impl Pods for Deployment {
-    fn template_mut(&mut self) -> Option<&mut PodTemplateSpec> {
-        self.spec.as_mut().map(|s| &mut s.template)
-    }
-}
-
-impl Pods for StatefulSet {
-    fn template_mut(&mut self) -> Option<&mut PodTemplateSpec> {
-        self.spec.as_mut().map(|s| &mut s.template)
-    }
-}
-
-impl Pods for DaemonSet {
-    fn template_mut(&mut self) -> Option<&mut PodTemplateSpec> {
-        self.spec.as_mut().map(|s| &mut s.template)
-    }
-}
-
-impl Pods for CronJob {
-    fn template_mut(&mut self) -> Option<&mut PodTemplateSpec> {
-        let job = self.spec.as_mut()?.job_template.spec.as_mut()?;
-        Some(&mut job.template)
-    }
-}
-
-/// A container as cached: its name and its entries of the operator's variables.
-#[derive(Clone, Debug, PartialEq)]
-struct Slim {
-    name: String,
-    env: Option<Vec<EnvVar>>,
-}
-
-impl Slim {
-    fn of(c: Container) -> Slim {
-        Slim {
-            name: c.name,
-            env: c.env,
-        }
-    }
-
-    fn container(&self) -> Container {
-        Container {
-            name: self.name.clone(),
-            env: self.env.clone(),
-            ..Default::default()
-        }
-    }
-}
-
-/// The lean pod template, compactly.
-#[derive(Clone, Debug, PartialEq)]
-struct Template {
-    /// Labels and annotations; `None`: the template had no metadata.
-    metadata: Option<Labels>,
-    /// `None`: the template had no spec.
-    containers: Option<Box<[Slim]>>,
-    init_containers: Option<Box<[Slim]>>,
-}
-
-type Labels = (
-    Option<BTreeMap<String, String>>,
-    Option<BTreeMap<String, String>>,
-);
-
-impl Template {
-    fn take(t: &mut PodTemplateSpec) -> Template {
-        let t = std::mem::take(t);
-        let slim = |c: Vec<Container>| -> Box<[Slim]> { c.into_iter().map(Slim::of).collect() };
-        let (containers, init_containers) = match t.spec {
-            Some(s) => (Some(slim(s.containers)), s.init_containers.map(slim)),
-            None => (None, None),
-        };
-        Template {
-            metadata: t.metadata.map(|m| (m.labels, m.annotations)),
-            containers,
-            init_containers,
-        }
-    }
-
-    fn expand(&self) -> PodTemplateSpec {
-        let metadata = self
-            .metadata
-            .as_ref()
-            .map(|(labels, annotations)| ObjectMeta {
-                labels: labels.clone(),
-                annotations: annotations.clone(),
-                ..Default::default()
-            });
-        let all = |c: &[Slim]| c.iter().map(Slim::container).collect();
-        let spec = self.containers.as_ref().map(|c| PodSpec {
-            containers: all(c),
-            init_containers: self.init_containers.as_deref().map(all),
-            ..Default::default()
-        });
-        PodTemplateSpec { metadata, spec }
-    }
-}
+impl<K: Workload + Serialize + DeserializeOwned> Compact for K {}
 
 /// A cached workload of kind `K`.
 #[derive(Clone, Debug)]
 pub struct Cached<K> {
+    /// Without managedFields.
     metadata: ObjectMeta,
-    template: Option<Template>,
-    /// The lean object without metadata and pod template, as JSON.
+    /// The operator's own managedFields entries as JSON: as `serde_json::Value` trees they
+    /// cost about 16 KiB per injected workload. `None`: the object carried none.
+    managed: Option<Box<str>>,
+    /// The lean object without metadata, as JSON.
     rest: Box<str>,
     kind: PhantomData<fn() -> K>,
 }
 
-impl<K: Pods> Cached<K> {
+impl<K: Compact> Cached<K> {
     pub fn new(mut o: K) -> Cached<K> {
         o.lean();
-        let metadata = std::mem::take(o.meta_mut());
-        let template = o.template_mut().map(Template::take);
-        // Serializing a k8s-openapi object cannot fail; an empty rest reads back as None.
-        let rest = serde_json::to_string(&o)
-            .unwrap_or_default()
-            .into_boxed_str();
+        let mut metadata = std::mem::take(o.meta_mut());
+        let managed = metadata.managed_fields.take().map(|m| json(&m));
         Cached {
             metadata,
-            template,
-            rest,
+            managed,
+            rest: json(&o),
             kind: PhantomData,
         }
     }
@@ -156,15 +53,24 @@ impl<K: Pods> Cached<K> {
     /// The lean object.
     pub fn object(&self) -> Option<K> {
         let mut o: K = serde_json::from_str(&self.rest).ok()?;
-        *o.meta_mut() = self.metadata.clone();
-        if let (Some(t), Some(slot)) = (&self.template, o.template_mut()) {
-            *slot = t.expand();
-        }
+        let mut metadata = self.metadata.clone();
+        metadata.managed_fields = self
+            .managed
+            .as_deref()
+            .map(|m| serde_json::from_str(m).unwrap_or_default());
+        *o.meta_mut() = metadata;
         Some(o)
     }
 }
 
-impl<'de, K: Pods> Deserialize<'de> for Cached<K> {
+/// Serializing a k8s-openapi object cannot fail; an empty string would read back as `None`.
+fn json<T: Serialize>(v: &T) -> Box<str> {
+    serde_json::to_string(v)
+        .unwrap_or_default()
+        .into_boxed_str()
+}
+
+impl<'de, K: Compact> Deserialize<'de> for Cached<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         K::deserialize(d).map(Cached::new)
     }
@@ -199,7 +105,7 @@ impl<K: Resource<DynamicType = ()>> Resource for Cached<K> {
     }
 }
 
-impl<K: Pods> Workload for Cached<K> {
+impl<K: Compact> Workload for Cached<K> {
     const KIND: WorkloadKind = K::KIND;
 
     fn view(&self) -> Option<WorkloadView> {
@@ -212,10 +118,13 @@ impl<K: Pods> Workload for Cached<K> {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+    use k8s_openapi::api::batch::v1::CronJob;
+
     use super::*;
     use crate::controller::lean::tests::realistic;
 
-    fn same<K: Pods + PartialEq + std::fmt::Debug>(kind: &str) {
+    fn same<K: Compact + PartialEq + std::fmt::Debug>(kind: &str) {
         let full: K = serde_json::from_value(realistic(kind)).expect("object");
         let cached: Cached<K> = serde_json::from_value(realistic(kind)).expect("cached");
         let mut lean = full.clone();
@@ -223,7 +132,9 @@ mod tests {
         assert_eq!(cached.object().as_ref(), Some(&lean), "{kind}");
         assert_eq!(cached.view(), lean.view(), "{kind}");
         assert_eq!(cached.meta(), lean.meta());
-        assert!(cached.rest.len() < 400, "{kind}: {}", cached.rest);
+        // Four containers, their proxy entries, the rollout fields: a few hundred bytes of
+        // the whole object.
+        assert!(cached.rest.len() < 700, "{kind}: {}", cached.rest);
     }
 
     /// The cache gives back exactly the lean object, so the plan decides the same.
@@ -233,6 +144,20 @@ mod tests {
         same::<StatefulSet>("StatefulSet");
         same::<DaemonSet>("DaemonSet");
         same::<CronJob>("CronJob");
+    }
+
+    /// The operator's managedFields entries are kept aside and come back whole.
+    #[test]
+    fn the_operators_managed_fields_come_back() {
+        let d = crate::controller::objects::tests::deployment();
+        let mut lean = d.clone();
+        lean.lean();
+        let cached = Cached::new(d);
+        assert_eq!(cached.meta().managed_fields, None);
+        assert_eq!(cached.object().as_ref(), Some(&lean));
+        let view = cached.view().expect("view");
+        assert_eq!(Some(&view), lean.view().as_ref());
+        assert_eq!(view.owned.expect("owned").entries.len(), 2);
     }
 
     /// What has no pod template spec stays without one.

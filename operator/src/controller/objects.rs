@@ -521,12 +521,12 @@ fn annotation(n: &Node, key: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
     /// A Deployment whose template the operator and its team both wrote.
-    fn deployment() -> Deployment {
+    pub(crate) fn deployment() -> Deployment {
         serde_json::from_value(json!({
             "metadata": {"name": "api", "namespace": "team-a", "managedFields": [
                 {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
