@@ -9,7 +9,8 @@
 //! status fields of the rollout state.
 
 use k8s_openapi::api::apps::v1::{
-    DaemonSet, DaemonSetStatus, Deployment, DeploymentStatus, StatefulSet, StatefulSetStatus,
+    DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, StatefulSet,
+    StatefulSetStatus,
 };
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
@@ -79,9 +80,18 @@ pub fn deployment(d: &mut Deployment) {
         replicas: s.replicas,
         updated_replicas: s.updated_replicas,
         available_replicas: s.available_replicas,
-        conditions: s
-            .conditions
-            .map(|c| c.into_iter().filter(|c| c.type_ == "Progressing").collect()),
+        // The view reads whether Progressing failed, and why; message and times are long.
+        conditions: s.conditions.map(|c| {
+            c.into_iter()
+                .filter(|c| c.type_ == "Progressing")
+                .map(|c| DeploymentCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    reason: c.reason,
+                    ..Default::default()
+                })
+                .collect()
+        }),
         ..Default::default()
     });
 }
