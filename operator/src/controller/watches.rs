@@ -140,6 +140,18 @@ pub(super) fn config() -> watcher::Config {
     watcher::Config::default().any_semantic()
 }
 
+/// Workloads are listed in pages of this many: a page of real Deployments is about 1 MB of
+/// JSON, read whole before its objects are made lean, and what a peak takes the allocator
+/// keeps.
+const WORKLOAD_PAGE: u32 = 100;
+
+/// The workload caches' config: paged lists. A list at any resourceVersion is served from the
+/// API server's watch cache, which ignores `limit`: 10,000 workloads would be one body of
+/// 100 MB or more.
+fn workload_config() -> watcher::Config {
+    watcher::Config::default().page_size(WORKLOAD_PAGE)
+}
+
 /// Drives one reflector in `tasks`; `on_event` sees every watch event once the cache has
 /// applied it.
 pub(super) fn cache<K>(
@@ -269,7 +281,7 @@ impl Wiring<'_> {
             self.trigger.clone(),
             self.recent.clone(),
         );
-        let events = watcher(scoped::<K>(self.client, self.scope), config());
+        let events = watcher(scoped::<K>(self.client, self.scope), workload_config());
         let mut relist = Relist::default();
         cache(self.tasks, self.metrics, events, K::lean, move |e| {
             if let Some(since) = relist.done(e) {
