@@ -460,8 +460,11 @@ fn spawn_operator(
     std::fs::create_dir_all(&dir).expect("tmp");
     let kc = dir.join("kubeconfig");
     sim.write_kubeconfig(&kc).expect("kubeconfig");
-    // EPO_BENCH_WRAP runs the operator under a profiler, e.g. "heaptrack -o /tmp/epo".
-    let wrap = std::env::var("EPO_BENCH_WRAP").unwrap_or_default();
+    // EPO_BENCH_WRAP runs the operator under a profiler, e.g. "heaptrack -o /tmp/epo-{tag}"
+    // ({tag} names the scenario's run).
+    let wrap = std::env::var("EPO_BENCH_WRAP")
+        .unwrap_or_default()
+        .replace("{tag}", tag);
     let mut words = wrap.split_whitespace();
     let bin = env!("CARGO_BIN_EXE_egress-proxy-operator");
     let mut cmd = tokio::process::Command::new(words.next().unwrap_or(bin));
