@@ -161,7 +161,7 @@ struct Executor {
 
 impl Executor {
     async fn run(&self) -> Result<Action, Error> {
-        let o = self.observe().await?;
+        let mut o = self.observe().await?;
         let mut plan = self.plan(&o, None, None);
         let mut pods = None;
         if plan.needs_pods {
@@ -174,6 +174,9 @@ impl Executor {
             let run = super::probe::run(client, &self.ns, &self.name, &uid, &w).await?;
             plan = self.plan(&o, pods.as_ref(), Some(&run));
         }
+        // The writes take the API server's time; the views are not needed for them, and
+        // held by every worker at once they were the largest peak of a startup.
+        o.workloads = Vec::new();
         self.execute(&plan, &o).await
     }
 
@@ -307,12 +310,14 @@ impl Executor {
             slots,
             secret,
             config_map,
-            workloads: self.workloads(),
             jobs: if active {
                 self.jobs().await?
             } else {
                 Vec::new()
             },
+            // Last, after every await: the views of a namespace's workloads are the biggest
+            // thing a reconcile holds.
+            workloads: self.workloads(),
             recent,
             previous,
             new_key: workloads::hash::new_key().map_err(|_| Error::Random)?,
