@@ -3,8 +3,8 @@
 //! k8s-openapi's structs are large even when empty (a `Container` is about 2 KiB, a
 //! `Deployment` 2.4 KiB), and every map is a B-tree node of about 0.5 KiB, so a lean
 //! Deployment with three containers still costs about 11 KiB as a struct. A cached workload
-//! keeps its metadata (what the caches and triggers read) as a struct and the rest of the
-//! lean object as compact JSON (a few hundred bytes); [`Cached::object`] gives the lean
+//! keeps the metadata the store and the writes read (name, namespace, resourceVersion) as a
+//! struct and the rest of the lean object as compact JSON (a few hundred bytes); [`Cached::object`] gives the lean
 //! object back when the plan reads it. Each object is made lean as it is deserialized, so a
 //! list never holds a page of whole objects.
 
@@ -27,7 +27,8 @@ impl<K: Workload + Serialize + DeserializeOwned> Compact for K {}
 /// A cached workload of kind `K`.
 #[derive(Clone, Debug)]
 pub struct Cached<K> {
-    /// Without managedFields.
+    /// What the store and the writes read: name, namespace and resourceVersion. Labels and
+    /// generation are in `rest` (a map is a B-tree node of about 0.5 KiB).
     metadata: ObjectMeta,
     /// The operator's own managedFields entries as JSON: as `serde_json::Value` trees they
     /// cost about 16 KiB per injected workload. `None`: the object carried none.
@@ -40,8 +41,14 @@ pub struct Cached<K> {
 impl<K: Compact> Cached<K> {
     pub fn new(mut o: K) -> Cached<K> {
         o.lean();
-        let mut metadata = std::mem::take(o.meta_mut());
-        let managed = metadata.managed_fields.take().map(|m| json(&m));
+        let m = o.meta_mut();
+        let metadata = ObjectMeta {
+            name: m.name.take(),
+            namespace: m.namespace.take(),
+            resource_version: m.resource_version.take(),
+            ..Default::default()
+        };
+        let managed = m.managed_fields.take().map(|m| json(&m));
         Cached {
             metadata,
             managed,
@@ -53,12 +60,15 @@ impl<K: Compact> Cached<K> {
     /// The lean object.
     pub fn object(&self) -> Option<K> {
         let mut o: K = serde_json::from_str(&self.rest).ok()?;
-        let mut metadata = self.metadata.clone();
-        metadata.managed_fields = self
+        let m = o.meta_mut();
+        m.name.clone_from(&self.metadata.name);
+        m.namespace.clone_from(&self.metadata.namespace);
+        m.resource_version
+            .clone_from(&self.metadata.resource_version);
+        m.managed_fields = self
             .managed
             .as_deref()
             .map(|m| serde_json::from_str(m).unwrap_or_default());
-        *o.meta_mut() = metadata;
         Some(o)
     }
 }
@@ -131,10 +141,14 @@ mod tests {
         lean.lean();
         assert_eq!(cached.object().as_ref(), Some(&lean), "{kind}");
         assert_eq!(cached.view(), lean.view(), "{kind}");
-        assert_eq!(cached.meta(), lean.meta());
-        // Four containers, their proxy entries, the rollout fields: a few hundred bytes of
-        // the whole object.
-        assert!(cached.rest.len() < 700, "{kind}: {}", cached.rest);
+        let m = cached.meta();
+        assert_eq!(m.name, lean.meta().name);
+        assert_eq!(m.namespace, lean.meta().namespace);
+        assert_eq!(m.resource_version, lean.meta().resource_version);
+        assert_eq!((&m.labels, m.generation), (&None, None), "in the JSON");
+        // Labels, four containers, their proxy entries, the rollout fields: a few hundred
+        // bytes of the whole object.
+        assert!(cached.rest.len() < 800, "{kind}: {}", cached.rest);
     }
 
     /// The cache gives back exactly the lean object, so the plan decides the same.
