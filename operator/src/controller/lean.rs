@@ -4,7 +4,7 @@
 //! most of the operator's memory.
 //!
 //! Kept: name, namespace, labels, resourceVersion, generation and the operator's own
-//! managedFields; the pod template's labels and annotations, each container's and init
+//! managedFields (as far as they are read); the pod template's labels and annotations, each container's and init
 //! container's name and its entries of the seven variables the operator owns; the spec and
 //! status fields of the rollout state.
 

@@ -17,7 +17,8 @@ use crate::discovery::{
     ClusterInputs, NamedValues, NodeArgs, NodeInputs, PlatformInputs, PlatformSource,
 };
 use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, PROXY_VARS, WorkloadId};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
+use serde_json::{Map, Value, json};
 
 /// What the reconciler needs to know about one workload.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +109,46 @@ fn owned(meta: &ObjectMeta, kind: WorkloadKind) -> Option<Owned> {
         }
     }
     Some(owned)
+}
+
+/// Of the fields an entry names, what [`owned`] reads: the config-hash annotation and the
+/// env entries' keys per container (their `valueFrom` is most of an entry's size).
+fn owned_fields(f: &Value) -> Value {
+    let paths = [WorkloadKind::Deployment, WorkloadKind::CronJob].map(template_fields);
+    let Some((path, tpl)) = paths.iter().find_map(|p| Some((p, f.pointer(p)?))) else {
+        return json!({});
+    };
+    let mut out = Map::new();
+    let hash = format!("f:{CONFIG_HASH}");
+    if let Some(a) = tpl.pointer("/f:metadata/f:annotations")
+        && a.get(&hash).is_some()
+    {
+        out.insert("f:metadata".into(), json!({"f:annotations": {hash: {}}}));
+    }
+    let mut spec = Map::new();
+    for list in ["f:containers", "f:initContainers"] {
+        let containers = tpl.get("f:spec").and_then(|s| s.get(list));
+        let kept: Map<String, Value> = containers
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, c)| {
+                let env = c.get("f:env")?.as_object()?;
+                let env: Map<String, Value> = env.keys().map(|k| (k.clone(), json!({}))).collect();
+                Some((key.clone(), json!({ "f:env": env })))
+            })
+            .collect();
+        if !kept.is_empty() {
+            spec.insert(list.into(), Value::Object(kept));
+        }
+    }
+    if !spec.is_empty() {
+        out.insert("f:spec".into(), Value::Object(spec));
+    }
+    // Back at the template's place.
+    path.rsplit('/')
+        .filter(|s| !s.is_empty())
+        .fold(Value::Object(out), |v, key| json!({ key: v }))
 }
 
 /// The name in a managedFields list key `k:{"name":"..."}`.
@@ -364,6 +405,11 @@ pub fn strip_workload<K: Resource>(o: &mut K) {
         entries
             .into_iter()
             .filter(|e| e.manager.as_deref() == Some(FIELD_MANAGER) && e.subresource.is_none())
+            .map(|mut e| {
+                e.fields_v1 = e.fields_v1.map(|f| FieldsV1(owned_fields(&f.0)));
+                e.time = None;
+                e
+            })
             .collect::<Vec<_>>()
     });
     strip(o);
@@ -522,8 +568,9 @@ fn annotation(n: &Node, key: &str) -> Option<String> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
     use super::*;
-    use serde_json::json;
 
     /// A Deployment whose template the operator and its team both wrote.
     pub(crate) fn deployment() -> Deployment {
@@ -584,6 +631,52 @@ pub(crate) mod tests {
         assert_eq!(names(&spec.containers[0]), ["HTTPS_PROXY", "LOG"]);
         let init = spec.init_containers.as_ref().expect("init");
         assert_eq!(names(&init[0]), ["http_proxy"]);
+    }
+
+    /// What the operator's apply owns, as the API server records it.
+    fn applied_fields(template: &str) -> Value {
+        let entry = |var: &str| {
+            let key = format!("k:{{\"name\":\"{var}\"}}");
+            let from = json!({".": {}, "f:secretKeyRef": {".": {}, "f:key": {}, "f:name": {}}});
+            (key, json!({".": {}, "f:name": {}, "f:valueFrom": from}))
+        };
+        let env: Map<String, Value> = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"]
+            .map(entry)
+            .into_iter()
+            .collect();
+        let tpl = json!({
+            "f:metadata": {"f:annotations": {
+                format!("f:{CONFIG_HASH}"): {}, "f:egressproxy.io/credential-slot": {}}},
+            "f:spec": {
+                "f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:name": {}, "f:env": env}},
+                "f:initContainers": {"k:{\"name\":\"init\"}": {".": {}, "f:name": {}}}}});
+        template
+            .rsplit('/')
+            .filter(|s| !s.is_empty())
+            .fold(tpl, |v, key| json!({ key: v }))
+    }
+
+    /// The cached entry is a fraction of the recorded one and owns the same.
+    #[test]
+    fn the_operators_fields_are_kept_as_far_as_they_are_read() {
+        for kind in [WorkloadKind::Deployment, WorkloadKind::CronJob] {
+            let full = applied_fields(template_fields(kind));
+            let kept = owned_fields(&full);
+            let meta = |f: &Value| ObjectMeta {
+                managed_fields: Some(vec![ManagedFieldsEntry {
+                    fields_v1: Some(FieldsV1(f.clone())),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            };
+            let before = owned(&meta(&full), kind).expect("owned");
+            assert!(before.hash, "{kind:?}");
+            assert_eq!(before.entries.len(), 3, "{kind:?}");
+            assert_eq!(owned(&meta(&kept), kind), Some(before), "{kind:?}");
+            let size = |v: &Value| v.to_string().len();
+            assert!(size(&kept) * 2 < size(&full), "{kind:?}: {kept}");
+        }
+        assert_eq!(owned_fields(&json!({"f:status": {}})), json!({}));
     }
 
     #[test]
