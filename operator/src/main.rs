@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     limit_malloc_arenas();
+    trim_malloc_periodically();
     egress_proxy_operator::cli::main()
 }
 
@@ -18,5 +19,33 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// How often freed memory is given back to the system.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// glibc returns freed memory only from the top of its heap: what the startup's peak took
+/// (list pages, every worker's plan at once) stays resident behind the caches allocated
+/// after it. `malloc_trim` gives back every free page (bench, 10,000 realistic workloads:
+/// the live heap is 25 MiB, the resident heap was 62 MiB). A plain thread: it needs no
+/// runtime and a trim of a heap this size takes about a millisecond.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_malloc_periodically() {
+    let trim = || loop {
+        std::thread::sleep(TRIM_EVERY);
+        // SAFETY: malloc_trim is thread-safe and only releases free memory.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    };
+    // Without the thread the operator only keeps more memory; it still works.
+    let _ = std::thread::Builder::new()
+        .name("malloc-trim".into())
+        .stack_size(64 * 1024)
+        .spawn(trim);
+}
+
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_malloc_periodically() {}
