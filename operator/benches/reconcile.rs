@@ -409,19 +409,23 @@ fn realistic_fixtures(namespaces: usize) -> String {
     y
 }
 
-/// The operator binary's RSS (MiB) once every selected Deployment of `namespaces` realistic
+/// How long after its work the operator's RSS is read: its last writes are done, and it
+/// has given back the startup's peak (it trims its heap every 10 s).
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// The operator binary's memory once every selected Deployment of `namespaces` realistic
 /// namespaces is injected, and how long that took.
-async fn realistic_rss(namespaces: usize) -> Option<(f64, Duration)> {
+async fn realistic_rss(namespaces: usize) -> Option<(Rss, Duration)> {
     let sim = sim_with(&realistic_fixtures(namespaces)).await;
     let (mut child, pid, dir) = spawn_operator(&sim, &format!("r{namespaces}"));
     let t = Instant::now();
     let selected = (namespaces * 10) as u64;
     let done = wait_patches(&sim, 0, selected, Duration::from_secs(600)).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let (rss, _) = rss_kib(pid);
+    tokio::time::sleep(SETTLE).await;
+    let rss = Rss::of(pid);
     let _ = child.kill().await;
     let _ = std::fs::remove_dir_all(&dir);
-    done.map(|_| (rss as f64 / 1024.0, t.elapsed()))
+    done.map(|_| (rss, t.elapsed()))
 }
 
 async fn memory_realistic(summary: &mut Summary) {
@@ -432,12 +436,12 @@ async fn memory_realistic(summary: &mut Summary) {
         match realistic_rss(namespaces).await {
             Some((rss, took)) => {
                 println!(
-                    "{n} workloads + {n} Secrets + {} ConfigMaps: RSS {rss:.1} MiB; all {} selected injected {:.1} s after start",
+                    "{n} workloads + {n} Secrets + {} ConfigMaps: {rss}; all {} selected injected {:.1} s after start",
                     n / 5,
                     n / 10,
                     took.as_secs_f64()
                 );
-                figures.push((n, rss));
+                figures.push((n, rss.total));
             }
             None => println!("{n} workloads: not all selected were injected within 600 s"),
         }
@@ -483,17 +487,45 @@ fn spawn_operator(
     (child, pid, dir)
 }
 
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+/// A process's memory from `/proc/PID/status`, in MiB.
+struct Rss {
+    total: f64,
+    peak: f64,
+    /// Heap, stacks: what the process allocated.
+    anon: f64,
+    /// Pages of the binary and its libraries.
+    file: f64,
+}
+
+impl Rss {
+    fn of(pid: u32) -> Rss {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let mib = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        Rss {
+            total: mib("VmRSS:"),
+            peak: mib("VmHWM:"),
+            anon: mib("RssAnon:"),
+            file: mib("RssFile:"),
+        }
+    }
+}
+
+impl std::fmt::Display for Rss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RSS {:.1} MiB (allocated {:.1}, binary and libraries {:.1}; peak {:.1})",
+            self.total, self.anon, self.file, self.peak
+        )
+    }
 }
 
 async fn memory() {
@@ -509,13 +541,8 @@ async fn memory() {
         "all 1,000 selected Deployments injected: {:?}",
         done.map(|_| t.elapsed())
     );
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let (rss, hwm) = rss_kib(pid);
-    println!(
-        "operator RSS {:.1} MiB (peak {:.1} MiB)",
-        rss as f64 / 1024.0,
-        hwm as f64 / 1024.0
-    );
+    tokio::time::sleep(SETTLE).await;
+    println!("operator {}", Rss::of(pid));
     let _ = child.kill().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
