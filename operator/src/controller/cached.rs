@@ -4,9 +4,10 @@
 //! `Deployment` 2.4 KiB), and every map is a B-tree node of about 0.5 KiB, so a lean
 //! Deployment with three containers still costs about 11 KiB as a struct. A cached workload
 //! keeps the metadata the store and the writes read (name, namespace, resourceVersion) as a
-//! struct and the rest of the lean object as compact JSON (a few hundred bytes); [`Cached::object`] gives the lean
-//! object back when the plan reads it. Each object is made lean as it is deserialized, so a
-//! list never holds a page of whole objects.
+//! struct, the operator's managedFields entries as JSON, and the rest of the lean object as
+//! compact JSON (a few hundred bytes); [`Cached::object`] gives the lean object back when the
+//! plan reads it. Each object is made lean as it is deserialized, so a list never holds a
+//! page of whole objects.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;

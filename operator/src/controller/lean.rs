@@ -4,9 +4,9 @@
 //! most of the operator's memory.
 //!
 //! Kept: name, namespace, labels, resourceVersion, generation and the operator's own
-//! managedFields (as far as they are read); the pod template's labels and annotations, each container's and init
-//! container's name and its entries of the seven variables the operator owns; the spec and
-//! status fields of the rollout state.
+//! managedFields (as far as they are read); the pod template's labels and annotations, each
+//! container's and init container's name and its entries of the seven variables the operator
+//! owns; the spec and status fields of the rollout state.
 
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, StatefulSet,
