@@ -9,12 +9,13 @@
 //! 3. A credential rotation (`rotation: Auto`) of the same 1,000 Deployments: time until every
 //!    policy reports `Complete`, and the operator's writes next to the minimum (one write per
 //!    workload, the managed Secret twice per policy, two status writes per policy).
-//! 5. Resident memory with realistic workloads (three containers with probes, resources, 30
-//!    variables and mounts each, about 6 KB of JSON): 1,000 and 10,000 Deployments, 10 % of
-//!    them selected, with a Secret per workload and a ConfigMap per five; the time until all
-//!    selected are injected, and the growth per workload.
 //! 4. Node churn: 100 nodes joining the known node subnets (and leaving), then 20 joining a
 //!    new subnet, with 100 selected Deployments: how many workload patches each causes.
+//! 5. Resident memory with realistic workloads (three containers with probes, resources, 30
+//!    variables and mounts each, about 6 KB of JSON): 1,000 and 10,000 workloads (80 %
+//!    Deployments, 10 % StatefulSets, 10 % DaemonSets), 10 % of each selected, with a Secret
+//!    per workload and a ConfigMap per five; the time until all selected are injected, and
+//!    the growth per workload.
 //!
 //! The last line is `summary: key=value ...` with the figures measured in this run.
 
@@ -119,6 +120,18 @@ fn start_operator(
     (stop, op)
 }
 
+/// Workload patches the server took so far (Deployments, StatefulSets and DaemonSets).
+fn patched(sim: &kube_sim::KubeSimHandle) -> u64 {
+    patched_in(&sim.request_counts())
+}
+
+fn patched_in(counts: &kube_sim::hooks::RequestCounts) -> u64 {
+    ["deployments", "statefulsets", "daemonsets"]
+        .map(|kind| counts.get("patch", kind))
+        .iter()
+        .sum()
+}
+
 async fn wait_patches(
     sim: &kube_sim::KubeSimHandle,
     from: u64,
@@ -127,7 +140,7 @@ async fn wait_patches(
 ) -> Option<Duration> {
     let t = Instant::now();
     while t.elapsed() < limit {
-        if sim.request_counts().get("patch", "deployments") >= from + n {
+        if patched(sim) >= from + n {
             return Some(t.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -172,7 +185,7 @@ async fn propagation(namespaces: usize, rounds: usize) -> Option<(f64, f64)> {
     let mut ratios = Vec::new();
     let mut per_change = Vec::new();
     for round in 1..=rounds {
-        let patches = sim.request_counts().get("patch", "deployments");
+        let patches = patched(&sim);
         let writes = field_manager_writes(&sim);
         let events = sim.request_counts().get("create", "events");
         let secrets =
@@ -279,7 +292,7 @@ async fn rotation() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let counts = sim.request_counts();
     let (writes, events) = (field_manager_writes(&sim), counts.get("create", "events"));
-    let patches = counts.get("patch", "deployments");
+    let patches = patched_in(&counts);
     let secrets =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "proxy-system");
     let t0 = Instant::now();
@@ -299,7 +312,7 @@ async fn rotation() {
     let minimum = 1000 + 2 * 100 + 2 * 100;
     println!(
         "operator writes for the rotation: {total} (workloads {}, minimum {minimum}: ratio {:.2}); events {}",
-        counts.get("patch", "deployments") - patches,
+        patched_in(&counts) - patches,
         total as f64 / minimum as f64,
         counts.get("create", "events") - events
     );
@@ -323,7 +336,7 @@ async fn bare_client(
     namespaces: usize,
     tag: &str,
 ) -> Duration {
-    let before = sim.request_counts().get("patch", "deployments");
+    let before = patched(sim);
     let t1 = Instant::now();
     futures::stream::iter((0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i))))
         .map(|(n, i)| {
@@ -347,10 +360,7 @@ async fn bare_client(
         .collect::<Vec<_>>()
         .await;
     let bare = t1.elapsed();
-    assert_eq!(
-        sim.request_counts().get("patch", "deployments") - before,
-        namespaces as u64 * 10
-    );
+    assert_eq!(patched(sim) - before, namespaces as u64 * 10);
     bare
 }
 
@@ -374,8 +384,21 @@ fn realistic_container(name: &str) -> String {
     )
 }
 
-/// `namespaces` namespaces with a policy, 100 realistic Deployments each (10 selected), 100
-/// Secrets and 20 ConfigMaps.
+/// The kind and the kind-specific spec fields of realistic workload `i` of 100: one in ten
+/// a StatefulSet or a DaemonSet, selected ones included.
+fn realistic_kind(i: usize) -> (&'static str, String) {
+    match i % 10 {
+        8 => (
+            "StatefulSet",
+            format!("  replicas: 0\n  serviceName: app-{i}\n"),
+        ),
+        9 => ("DaemonSet", String::new()),
+        _ => ("Deployment", "  replicas: 0\n".into()),
+    }
+}
+
+/// `namespaces` namespaces with a policy, 100 realistic workloads each (10 selected; 80
+/// Deployments, 10 StatefulSets, 10 DaemonSets), 100 Secrets and 20 ConfigMaps.
 fn realistic_fixtures(namespaces: usize) -> String {
     let base = fixtures(namespaces, 0, 0, 0);
     let containers = ["api", "sidecar", "agent"]
@@ -386,10 +409,11 @@ fn realistic_fixtures(namespaces: usize) -> String {
         let ns = format!("team-{n:03}");
         for i in 0..100 {
             let label = if i < 10 { "egress: proxied, " } else { "" };
+            let (kind, fields) = realistic_kind(i);
             let _ = write!(
                 y,
-                "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
-                 spec:\n  replicas: 0\n  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
+                "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
+                 spec:\n{fields}  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
                 i / 5
             );
             let _ = write!(
@@ -533,7 +557,7 @@ async fn memory() {
         "== operator memory: 10,000 Deployments (1,000 selected), 10,000 unrelated Secrets =="
     );
     let sim = sim_with(&fixtures(100, 10, 90, 100)).await;
-    let patches = sim.request_counts().get("patch", "deployments");
+    let patches = patched(&sim);
     let (mut child, pid, dir) = spawn_operator(&sim, "small");
     let t = Instant::now();
     let done = wait_patches(&sim, patches, 1000, Duration::from_secs(300)).await;
@@ -611,20 +635,20 @@ async fn node_churn(summary: &mut Summary) {
                 .expect("create node");
         }
     };
-    let patches = sim.request_counts().get("patch", "deployments");
+    let patches = patched(&sim);
     let t = Instant::now();
     for i in 0..100u32 {
         let ip = format!("192.168.{}.{}", 50 + i % 2, 100 + i);
         create(ip, format!("10.42.{}.0/24", 10 + i)).await;
     }
     let seen = nodes_seen(&client, 103, limit).await;
-    let rolls = sim.request_counts().get("patch", "deployments") - patches;
+    let rolls = patched(&sim) - patches;
     println!(
         "100 nodes joined the known subnets: seen by every policy in {:?}; workloads patched: {rolls}",
         seen.then(|| t.elapsed())
     );
     summary.add("node_scaleup_rolls", rolls);
-    let patches = sim.request_counts().get("patch", "deployments");
+    let patches = patched(&sim);
     for i in 0..100u32 {
         let name = format!("ip-192-168-{}-{}", 50 + i % 2, 100 + i);
         nodes
@@ -633,9 +657,9 @@ async fn node_churn(summary: &mut Summary) {
             .expect("delete node");
     }
     nodes_seen(&client, 3, limit).await;
-    let down = sim.request_counts().get("patch", "deployments") - patches;
+    let down = patched(&sim) - patches;
     println!("the 100 nodes left again: workloads patched: {down}");
-    let patches = sim.request_counts().get("patch", "deployments");
+    let patches = patched(&sim);
     for i in 0..20u32 {
         create(
             format!("10.9.0.{}", 10 + i),
@@ -646,7 +670,7 @@ async fn node_churn(summary: &mut Summary) {
     nodes_seen(&client, 23, limit).await;
     wait_patches(&sim, patches, 100, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let burst = sim.request_counts().get("patch", "deployments") - patches;
+    let burst = patched(&sim) - patches;
     println!("20 nodes joined a new subnet: workloads patched: {burst} (100 selected)");
     let _ = stop.send(());
     let _ = op.await;
