@@ -144,7 +144,8 @@ impl fmt::Display for ProxyUrls {
 /// `secret` is `namespace/name`, used in messages. Each value is trimmed of surrounding
 /// whitespace first (a trailing newline from `echo` is the usual mistake, and would
 /// otherwise end up in every container's environment); whitespace inside a URL is an
-/// error. The trimmed value is used as written, not normalised. Each URL must be
+/// error. The user info of the trimmed value is percent-encoded beyond unreserved characters
+/// (see [`proxy_url::encode_userinfo`]); the rest is used as written. Each URL must be
 /// `http://` or `https://`, with a host, an optional port 1-65535, optional well-formed
 /// (percent-encoded) `user:password@`, and no path beyond `/`, no query, no fragment.
 pub fn parse_source(
@@ -168,7 +169,7 @@ pub fn parse_source(
             key: key.to_owned(),
             reason: reason.to_owned(),
         })?;
-        Ok(value.to_owned())
+        Ok(proxy_url::encode_userinfo(value))
     };
     Ok(ProxyUrls {
         http_proxy: read(HTTP_PROXY_KEY)?,

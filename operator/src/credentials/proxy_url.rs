@@ -206,9 +206,56 @@ fn check_hostport(hostport: &str) -> Result<(), String> {
     }
 }
 
+/// The URL with every user-info byte outside RFC 3986 unreserved characters and `%XX`
+/// percent-encoded (`$` as `%24`, `(` as `%28`, `:` inside the password as `%3A`), so the
+/// value holds nothing a shell or the kubelet's `$(VAR)` expansion could read as code. The
+/// clients decode user info before sending it, so the credentials stay the same. `value` must
+/// have passed [`validate`]; the rest of the URL is kept as written.
+pub(super) fn encode_userinfo(value: &str) -> String {
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return value.to_owned();
+    };
+    let Some((userinfo, hostpart)) = rest.rsplit_once('@') else {
+        return value.to_owned();
+    };
+    let (user, password) = match userinfo.split_once(':') {
+        Some((u, p)) => (u, Some(p)),
+        None => (userinfo, None),
+    };
+    let mut out = format!("{scheme}://{}", encode_part(user));
+    if let Some(p) = password {
+        out.push(':');
+        out.push_str(&encode_part(p));
+    }
+    out.push('@');
+    out.push_str(hostpart);
+    out
+}
+
+/// Percent-encodes every byte of `part` but unreserved characters and valid `%XX`.
+fn encode_part(part: &str) -> String {
+    let b = part.as_bytes();
+    let mut out = String::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let escape = b[i] == b'%'
+            && b.get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+        match b[i] {
+            _ if escape => out.push_str(&part[i..i + 3]),
+            c if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') => {
+                out.push(c as char)
+            }
+            c => out.push_str(&format!("%{c:02X}")),
+        }
+        i += if escape { 3 } else { 1 };
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::validate;
+    use super::{encode_userinfo, validate};
 
     #[test]
     fn accepts_proxy_urls() {
@@ -298,5 +345,43 @@ mod tests {
             assert!(r.contains(expected), "{value:?}: {r}");
         }
         assert!(reason("http://user:p@ss@proxy:3128").contains("%40"));
+    }
+
+    #[test]
+    fn user_info_is_written_without_shell_characters() {
+        let cases = [
+            ("http://proxy:3128", "http://proxy:3128"),
+            ("http://u:p@proxy:3128/", "http://u:p@proxy:3128/"),
+            (
+                "http://svc:x$(touch$IFS'PWNED')@proxy.corp.example:3128",
+                "http://svc:x%24%28touch%24IFS%27PWNED%27%29@proxy.corp.example:3128",
+            ),
+            (
+                "http://us.er-1:p%40ss%2Fw%3Ard!$&'()*+,;=:x@proxy:3128",
+                "http://us.er-1:p%40ss%2Fw%3Ard%21%24%26%27%28%29%2A%2B%2C%3B%3D%3Ax@proxy:3128",
+            ),
+            (
+                "http://a~b:x=y*@[fd00::1]:1",
+                "http://a~b:x%3Dy%2A@[fd00::1]:1",
+            ),
+            ("https://user@proxy", "https://user@proxy"),
+        ];
+        for (given, written) in cases {
+            assert_eq!(validate(given), Ok(()), "{given}");
+            let encoded = encode_userinfo(given);
+            assert_eq!(encoded, written);
+            assert_eq!(validate(&encoded), Ok(()), "{encoded}");
+            assert_eq!(
+                encode_userinfo(&encoded),
+                encoded,
+                "encoding twice changes it"
+            );
+            let userinfo = encoded.split_once("://").unwrap().1.rsplit_once('@');
+            let safe = |c: char| c.is_ascii_alphanumeric() || "-._~%:".contains(c);
+            assert!(
+                userinfo.is_none_or(|(u, _)| u.chars().all(safe)),
+                "{encoded}"
+            );
+        }
     }
 }
