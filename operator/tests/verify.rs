@@ -342,7 +342,9 @@ async fn a_rejected_password_switches_nothing_and_says_so() {
     let p = wait_verified(&w, "VerificationFailed").await;
     let (_, _, message) = verified(&p).expect("Verified");
     assert!(
-        message.contains("(expected Proxied, got Failed): expected through the proxy: the proxy rejected the credentials (401)"),
+        message.contains(
+            "(expected Proxied, got Failed): the proxy rejected the credentials (HTTP 401)"
+        ),
         "{message}"
     );
     let ready = ready(&p).expect("Ready");

@@ -106,10 +106,12 @@ pub struct EndpointCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_code: Option<u16>,
     pub via_proxy: bool,
-    /// The addresses the Pod's resolver returned.
+    /// The addresses the Pod's resolver returned (the probe's output only; not in status).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dns: Vec<String>,
-    pub latency_ms: u64,
+    /// Set by the probe; left out of status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -65,7 +65,7 @@ pub async fn check(
         status_code: v.status_code,
         via_proxy,
         dns,
-        latency_ms,
+        latency_ms: Some(latency_ms),
         error: v.error.map(|e| redact(&e)),
     }
 }
@@ -79,7 +79,7 @@ fn unusable(url: String, expect: ExpectedPath, error: String) -> EndpointResult 
         status_code: None,
         via_proxy: false,
         dns: Vec::new(),
-        latency_ms: 0,
+        latency_ms: None,
         error: Some(error),
     }
 }

@@ -199,7 +199,7 @@ fn result(i: usize, error: Option<String>) -> EndpointResult {
             "2001:db8::2".into(),
             "192.0.2.10".into(),
         ],
-        latency_ms: 10_000,
+        latency_ms: Some(10_000),
         error,
     }
 }

@@ -1724,7 +1724,7 @@ mod verification {
             status_code: Some(if ok { 200 } else { 407 }),
             via_proxy: true,
             dns: Vec::new(),
-            latency_ms: 3,
+            latency_ms: Some(3),
             error: (!ok).then(|| "the proxy rejected the credentials (407)".into()),
         };
         let endpoints: Vec<EndpointCheck> = w
@@ -2049,14 +2049,16 @@ mod verification {
             panic!("finished")
         };
         assert!(!v.passed);
-        assert_eq!(v.endpoints, expected.endpoints);
+        let coarse: Vec<_> = expected.endpoints.into_iter().map(verify::coarse).collect();
+        assert_eq!(v.endpoints, coarse, "status keeps the coarse form");
         assert_eq!(
             (v.pod.as_deref(), v.node.as_deref()),
             (Some("j-abcde"), Some("n1"))
         );
         assert_eq!(
             v.message,
-            "https://status.example.com/ (expected Proxied, got Failed): the proxy rejected the credentials (407)"
+            "https://status.example.com/ (expected Proxied, got Failed): the proxy rejected the \
+             credentials (HTTP 407)"
         );
     }
 
@@ -2126,6 +2128,107 @@ mod verification {
             verify::read(&w, &job_with(None), &[pulling]),
             ProbeRun::Running("Pod j-abcde waiting: ErrImagePull (not found)".into())
         );
+    }
+
+    #[test]
+    fn endpoints_on_the_node_or_the_control_plane_are_refused() {
+        let mut c = cluster();
+        c.api_endpoints = vec![crate::discovery::NamedValues {
+            name: "default/kubernetes".into(),
+            values: vec!["192.168.1.10".into()],
+        }];
+        for (url, refused) in [
+            ("http://169.254.169.254/latest/meta-data/", true),
+            ("http://[fe80::1]:8080/", true),
+            ("http://[::ffff:169.254.169.254]/", true),
+            ("http://[fd00:ec2::254]/", true),
+            ("http://127.0.0.1:10250/pods", true),
+            ("http://0.0.0.0:2379/", true),
+            ("http://metadata.google.internal./computeMetadata/v1/", true),
+            ("http://LOCALHOST:9090/", true),
+            ("http://grafana.localhost/", true),
+            ("https://10.43.0.1:443/", true),
+            ("https://192.168.1.10:2379/", true),
+            ("https://status.example.com/", false),
+            ("http://10.43.0.2/", false),
+            ("http://metadata.example.com/", false),
+        ] {
+            let why = verify::refused(url, &c);
+            assert_eq!(why.is_some(), refused, "{url}: {why:?}");
+        }
+
+        let s = spec(json!({"verification": {"endpoints":
+            [{"url": "http://169.254.169.254/latest/meta-data/", "expect": "Blocked"}]}}));
+        let mut w = World::new(s, vec![proxied("api")]);
+        let p = w.plan();
+        assert!(
+            p.needs_probe.is_none() && p.create_probe.is_none(),
+            "no probe runs"
+        );
+        assert!(p.writes.is_empty(), "nothing is switched: {:?}", ids(&p));
+        let r = p.report(&[], &now());
+        let (status, why, message) = condition(&r, "Verified");
+        assert_eq!(
+            (status.as_str(), why.as_str()),
+            ("False", reason::VERIFICATION_FAILED)
+        );
+        assert!(
+            message.contains("169.254.169.254/latest/meta-data/ is refused"),
+            "{message}"
+        );
+        w.probe = Some(ProbeRun::Missing);
+        assert!(w.plan().create_probe.is_none(), "not even when asked");
+    }
+
+    #[test]
+    fn status_keeps_the_path_and_a_coarse_reason_only() {
+        let probe = |got: &str, via_proxy: bool, code: Option<u16>, expect: &str| EndpointCheck {
+            url: "http://10.0.0.5:6379/".into(),
+            expect: expect.into(),
+            got: got.into(),
+            ok: got == expect,
+            status_code: code,
+            via_proxy,
+            dns: vec!["10.0.0.5".into()],
+            latency_ms: Some(12),
+            error: (got != expect)
+                .then(|| "tcp connect error: Connection refused (os error 111)".into()),
+        };
+        let cases = [
+            (
+                probe("Failed", false, None, "Direct"),
+                Some("no answer directly"),
+                None,
+            ),
+            (
+                probe("Direct", false, Some(500), "Blocked"),
+                Some("answered directly"),
+                None,
+            ),
+            (
+                probe("Failed", true, Some(407), "Proxied"),
+                Some("the proxy rejected the credentials (HTTP 407)"),
+                Some(407),
+            ),
+            (
+                probe("Blocked", true, Some(403), "Proxied"),
+                Some("refused by the proxy (HTTP 403)"),
+                Some(403),
+            ),
+            (
+                probe("Failed", true, None, "Proxied"),
+                Some("no answer through the proxy"),
+                None,
+            ),
+            (probe("Proxied", true, Some(200), "Proxied"), None, None),
+        ];
+        for (given, error, code) in cases {
+            let c = verify::coarse(given.clone());
+            assert_eq!(c.error.as_deref(), error, "{given:?}");
+            assert_eq!(c.status_code, code, "{given:?}");
+            assert!(c.dns.is_empty() && c.latency_ms.is_none(), "{c:?}");
+            assert_eq!((&c.url, &c.got, c.ok), (&given.url, &given.got, given.ok));
+        }
     }
 
     #[test]

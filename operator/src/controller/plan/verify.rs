@@ -55,6 +55,9 @@ pub struct Wanted {
     pub hash: String,
     /// Every endpoint in the order checked, the Kubernetes Service first.
     pub endpoints: Vec<(String, ExpectedPath)>,
+    /// Why the run is not made: an endpoint outside what a policy may check (see
+    /// [`refused`]). The gate stays closed.
+    pub refused: Option<String>,
 }
 
 /// A probe run as the executor found it.
@@ -77,6 +80,10 @@ pub fn wanted(i: &Inputs, slot: &str, hash: &str, domain: Option<&str>) -> Optio
     };
     let mut endpoints = vec![(service, ExpectedPath::Direct)];
     endpoints.extend(spec.endpoints.iter().map(|e| (e.url.clone(), e.expect)));
+    let refused = spec
+        .endpoints
+        .iter()
+        .find_map(|e| refused(&e.url, i.cluster));
     let dialect = i.policy.spec.no_proxy.dialect.name();
     let mut parts: Vec<&str> = vec!["egressproxy.io/verification/v1", slot, hash, dialect];
     for (url, expect) in &endpoints {
@@ -100,7 +107,71 @@ pub fn wanted(i: &Inputs, slot: &str, hash: &str, domain: Option<&str>) -> Optio
         slot: slot.to_owned(),
         hash: hash.to_owned(),
         endpoints,
+        refused,
     })
+}
+
+/// Cloud metadata services and loopback by name.
+const REFUSED_NAMES: &[&str] = &[
+    "localhost",
+    "metadata",
+    "metadata.google.internal",
+    "metadata.azure.com",
+    "instance-data",
+    "instance-data.ec2.internal",
+];
+
+/// Why a verification endpoint is not checked, if it is not: a loopback, link-local or
+/// unspecified address, a cloud metadata service, or one of the API server's addresses or
+/// names (the Kubernetes Service itself is always checked). Probing them would tell a policy
+/// author about the node and the control plane, which no Pod of theirs is meant to learn.
+pub fn refused(url: &str, cluster: &crate::discovery::ClusterInputs) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let why = match parsed.host()? {
+        url::Host::Ipv4(a) => refused_ip(a.into()),
+        url::Host::Ipv6(a) => refused_ip(a.into()),
+        url::Host::Domain(d) => {
+            let name = d.trim_end_matches('.').to_ascii_lowercase();
+            let local = REFUSED_NAMES.contains(&name.as_str()) || name.ends_with(".localhost");
+            local.then_some("a loopback or cloud metadata name")
+        }
+    };
+    let host = parsed
+        .host_str()?
+        .trim_matches(['[', ']'])
+        .trim_end_matches('.');
+    let api = cluster
+        .api_host
+        .iter()
+        .chain(&cluster.kubernetes_service_ips);
+    let api = api.chain(cluster.api_endpoints.iter().flat_map(|e| &e.values));
+    let why = why.or_else(|| {
+        api.into_iter()
+            .any(|a| a.eq_ignore_ascii_case(host))
+            .then_some("an address of the API server")
+    })?;
+    Some(format!(
+        "verification endpoint {} is refused: {why} is never checked (the Kubernetes Service \
+         is checked by every run)",
+        crate::noproxy::redact(url)
+    ))
+}
+
+fn refused_ip(ip: std::net::IpAddr) -> Option<&'static str> {
+    let ip = match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, Into::into),
+        v4 => v4,
+    };
+    let bad = match ip {
+        std::net::IpAddr::V4(a) => a.is_loopback() || a.is_link_local() || a.is_unspecified(),
+        std::net::IpAddr::V6(a) => {
+            a.is_loopback()
+                || a.is_unspecified()
+                || a.is_unicast_link_local()
+                || a == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+        }
+    };
+    bad.then_some("a loopback, link-local or metadata address")
 }
 
 /// 16 hex digits of SHA-256 over length-prefixed parts.
@@ -126,7 +197,7 @@ pub fn gate(i: &Inputs, w: Option<&Wanted>) -> Gate {
     let Some(w) = w else {
         return Gate::NotRequired;
     };
-    if i.probe_image.is_none() {
+    if i.probe_image.is_none() || w.refused.is_some() {
         return Gate::Failed;
     }
     match latest(i).filter(|v| v.key == w.key) {
@@ -139,7 +210,7 @@ pub fn gate(i: &Inputs, w: Option<&Wanted>) -> Gate {
 /// Whether the executor must look for the run's Job: a run is wanted and its result is not
 /// in status yet.
 pub fn needs_probe(i: &Inputs, w: &Wanted) -> bool {
-    i.probe_image.is_some() && latest(i).is_none_or(|v| v.job != w.job_name)
+    i.probe_image.is_some() && w.refused.is_none() && latest(i).is_none_or(|v| v.job != w.job_name)
 }
 
 /// The configuration under test, as values (none is secret).
@@ -335,7 +406,8 @@ pub fn read(w: &Wanted, job: &Job, pods: &[Pod]) -> ProbeRun {
     let parsed: Option<Vec<EndpointCheck>> = terminated
         .and_then(|t| t.message.as_deref())
         .and_then(|m| serde_json::from_str(m).ok())
-        .filter(|r: &Vec<EndpointCheck>| r.len() == w.endpoints.len());
+        .filter(|r: &Vec<EndpointCheck>| r.len() == w.endpoints.len())
+        .map(|r| r.into_iter().map(coarse).collect());
     let message = match (&parsed, terminated) {
         (Some(r), _) => summary(r),
         (None, Some(t)) => format!(
@@ -410,6 +482,42 @@ fn waiting(pod: Option<&Pod>) -> String {
     }
 }
 
+/// What status keeps of a probe result: the path taken and whether it was the expected one,
+/// with a reason from a closed set. Resolved addresses, latency, error texts and the status
+/// code of a direct answer stay in the probe Pod (readable by whoever may read the
+/// namespace's Pods): in status, where every policy author reads it, they would make
+/// verification a scanner of the cluster network.
+pub fn coarse(e: EndpointCheck) -> EndpointCheck {
+    let reason = match (e.got.as_str(), e.via_proxy) {
+        _ if e.ok => None,
+        (_, true) if matches!(e.status_code, Some(401 | 407)) => {
+            Some("the proxy rejected the credentials")
+        }
+        ("Direct", _) => Some("answered directly"),
+        ("Proxied", _) => Some("the proxy let it through"),
+        ("Blocked", _) if e.expect == "Blocked" => {
+            Some("refused by the proxy, but reachable directly")
+        }
+        ("Blocked", _) => Some("refused by the proxy"),
+        (_, true) => Some("no answer through the proxy"),
+        (_, false) => Some("no answer directly"),
+    };
+    let code = match (e.via_proxy, e.status_code) {
+        (true, Some(c)) if (400..600).contains(&c) => Some(c),
+        _ => None,
+    };
+    EndpointCheck {
+        status_code: code,
+        dns: Vec::new(),
+        latency_ms: None,
+        error: reason.map(|r| match code {
+            Some(c) => format!("{r} (HTTP {c})"),
+            None => r.to_owned(),
+        }),
+        ..e
+    }
+}
+
 /// The first failing endpoint, or what passed.
 fn summary(results: &[EndpointCheck]) -> String {
     match results.iter().find(|e| !e.ok) {
@@ -439,6 +547,14 @@ pub(super) fn conditions(a: &Applied, decided: &mut Vec<Decided>) {
             "spec.verification is set, but the operator runs without --probe-image: nothing \
              can be verified, so nothing is switched"
                 .to_owned(),
+        ),
+        _ if w.refused.is_some() => (
+            false,
+            reason::VERIFICATION_FAILED,
+            format!(
+                "{}: nothing is verified, so nothing is switched",
+                w.refused.as_deref().unwrap_or_default()
+            ),
         ),
         (Gate::Passed, Some(v)) => (
             true,
