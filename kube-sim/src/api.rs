@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::auth::User;
 use crate::error::{ApiError, ApiResult};
 use crate::kinds::{normalize, sync_crd, validate_custom, validate_name};
 use crate::object::{Target, finalizers, meta_mut, meta_str, now, output};
@@ -127,44 +128,25 @@ fn check_namespace_exists(store: &Store, t: &Target) -> ApiResult<()> {
 
 /// POST to a collection.
 pub fn create(store: &mut Store, t: &Target, body: Value, dry_run: bool) -> ApiResult<Value> {
-    create_with(store, t, body, dry_run, None)
+    create_with(store, t, body, dry_run, None, None)
 }
 
-/// Create, storing `managed` as metadata.managedFields (server-side apply).
+/// Create, storing `managed` as metadata.managedFields (server-side apply). `creator` is the
+/// user an apply creates for: it must be allowed `create` too, checked where upstream's
+/// `withAuthorization` checks it (after validation, before validating admission). A POST
+/// passes None: the request itself was authorized as `create`.
 pub(crate) fn create_with(
     store: &mut Store,
     t: &Target,
     mut body: Value,
     dry_run: bool,
     managed: Option<Value>,
+    creator: Option<&User>,
 ) -> ApiResult<Value> {
     check_type(t, &mut body)?;
     check_namespace(t, &mut body)?;
     let rt = t.rt.clone();
-    let m = meta_mut(&mut body);
-    let mut name = m
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    if name.is_empty()
-        && let Some(prefix) = m.get("generateName").and_then(Value::as_str)
-    {
-        name = format!("{prefix}{}", random_suffix());
-        m.insert("name".into(), json!(name));
-    }
-    if name.is_empty() {
-        return Err(ApiError::invalid(
-            &rt.kind,
-            "",
-            &[(
-                "metadata.name",
-                "Required value: name or generateName is required".into(),
-            )],
-        ));
-    }
-    validate_name(&rt, &name)
-        .map_err(|e| ApiError::invalid(&rt.kind, &name, &[("metadata.name", e)]))?;
+    let name = new_name(&rt, &mut body)?;
     let t = Target {
         name: Some(name.clone()),
         ..t.clone()
@@ -173,36 +155,13 @@ pub(crate) fn create_with(
     if store.get(&t.gr(), &t.key()).is_some() {
         return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
     }
-    let m = meta_mut(&mut body);
-    for k in [
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-        "selfLink",
-    ] {
-        m.remove(k);
-    }
-    m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-    m.insert("creationTimestamp".into(), json!(now()));
-    m.insert("generation".into(), json!(1));
-    // Like the real registries, status given on create is dropped for custom resources and
-    // workloads (their controllers own it); Nodes, Pods and the rest keep what they were given.
-    let workload = matches!(
-        (rt.group.as_str(), rt.kind.as_str()),
-        (
-            "apps",
-            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
-        ) | ("batch", "Job" | "CronJob")
-    );
-    if rt.status
-        && (rt.crd.is_some() || workload)
-        && let Some(o) = body.as_object_mut()
-    {
-        o.remove("status");
-    }
+    stamp_new(&rt, &mut body);
     validate_custom(store, &rt, &mut body, None)?;
     normalize(store, &rt, &mut body, None)?;
     crate::limits::check(&rt, &body)?;
+    if let Some(user) = creator {
+        crate::auth::authorize(store, user, "create", &t)?;
+    }
     crate::admission::admit(
         store,
         &crate::admission::Write {
@@ -231,6 +190,67 @@ pub(crate) fn create_with(
         collect_garbage(store);
     }
     Ok(output(&rt, &stored))
+}
+
+/// The name of an object being created: its own, or one made from `generateName`.
+fn new_name(rt: &crate::resources::ResourceType, body: &mut Value) -> ApiResult<String> {
+    let m = meta_mut(body);
+    let mut name = m
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty()
+        && let Some(prefix) = m.get("generateName").and_then(Value::as_str)
+    {
+        name = format!("{prefix}{}", random_suffix());
+        m.insert("name".into(), json!(name));
+    }
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            &rt.kind,
+            "",
+            &[(
+                "metadata.name",
+                "Required value: name or generateName is required".into(),
+            )],
+        ));
+    }
+    validate_name(rt, &name)
+        .map_err(|e| ApiError::invalid(&rt.kind, &name, &[("metadata.name", e)]))?;
+    Ok(name)
+}
+
+/// The system fields of a new object: what a client may not set is dropped, uid, creation
+/// time and generation are set.
+fn stamp_new(rt: &crate::resources::ResourceType, body: &mut Value) {
+    let m = meta_mut(body);
+    for k in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+    ] {
+        m.remove(k);
+    }
+    m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    m.insert("creationTimestamp".into(), json!(now()));
+    m.insert("generation".into(), json!(1));
+    // Like the real registries, status given on create is dropped for custom resources and
+    // workloads (their controllers own it); Nodes, Pods and the rest keep what they were given.
+    let workload = matches!(
+        (rt.group.as_str(), rt.kind.as_str()),
+        (
+            "apps",
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+        ) | ("batch", "Job" | "CronJob")
+    );
+    if rt.status
+        && (rt.crd.is_some() || workload)
+        && let Some(o) = body.as_object_mut()
+    {
+        o.remove("status");
+    }
 }
 
 /// PUT of an object or its status subresource.
@@ -435,7 +455,9 @@ pub fn patch(
     update(store, t, patched, dry_run)
 }
 
-/// PATCH with `application/apply-patch+yaml` (server-side apply).
+/// PATCH with `application/apply-patch+yaml` (server-side apply) by `user`. An apply that
+/// creates the object needs `create` as well as `patch` (`apply::plan` answers 404 for the
+/// status of a missing object: subresources never create).
 pub(crate) fn apply(
     store: &mut Store,
     t: &Target,
@@ -443,6 +465,7 @@ pub(crate) fn apply(
     manager: Option<&str>,
     force: bool,
     dry_run: bool,
+    user: &User,
 ) -> ApiResult<Value> {
     let existing = get(store, t).ok();
     let (live, managed) = crate::apply::plan(store, t, existing.as_ref(), body, manager, force)?;
@@ -453,7 +476,7 @@ pub(crate) fn apply(
                 name: None,
                 ..t.clone()
             };
-            create_with(store, &collection, live, dry_run, Some(managed))
+            create_with(store, &collection, live, dry_run, Some(managed), Some(user))
         }
     }
 }

@@ -596,7 +596,7 @@ async fn resource(
                 let force = flag(&q, "force");
                 let mut store = shared.lock();
                 let existed = api::get(&store, &t).is_ok();
-                let v = api::apply(&mut store, &t, &body, manager, force, dry)?;
+                let v = api::apply(&mut store, &t, &body, manager, force, dry, &user)?;
                 (if existed { 200 } else { 201 }, v)
             } else {
                 (200, api::patch(&mut shared.lock(), &t, kind, &body, dry)?)

@@ -565,6 +565,177 @@ metadata: {name: other, namespace: default}
     assert!(anon.starts_with("HTTP/1.1 200"), "{anon}");
 }
 
+/// A request over a bare TCP connection with a bearer token: the status code and the body.
+async fn raw_send(
+    addr: std::net::SocketAddr,
+    (method, path): (&str, &str),
+    token: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, String) {
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: kube-sim\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(req.as_bytes()).expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    })
+    .await
+    .expect("join");
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {out}"));
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    (code, body.to_string())
+}
+
+/// A server-side apply that creates the object is authorized as `create` too, as upstream's
+/// patch handler does (`withAuthorization` around the create validation); an apply to an
+/// existing object needs only `patch`, and an apply never creates through a subresource.
+#[tokio::test]
+async fn apply_that_creates_needs_create() {
+    let (sim, admin) = start().await;
+    sim.apply_yaml(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: patcher, namespace: default}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: creator, namespace: default}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: create-only, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-patch, namespace: default}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, patch]}
+- {apiGroups: [""], resources: [configmaps], verbs: [create], resourceNames: [named]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-patch-create, namespace: default}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, patch, create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-create, namespace: default}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: patcher, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-patch}
+subjects: [{kind: ServiceAccount, name: patcher, namespace: default}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: creator, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-patch-create}
+subjects: [{kind: ServiceAccount, name: creator, namespace: default}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: create-only, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-create}
+subjects: [{kind: ServiceAccount, name: create-only, namespace: default}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: existing, namespace: default}
+data: {a: "1"}
+"#,
+    )
+    .expect("rbac objects");
+    let addr = sim.addr();
+    let apply = |name: &str, query: &str| {
+        (
+            format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=test{query}"),
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"a":"2"}}}}"#
+            ),
+        )
+    };
+    let ct = "application/apply-patch+yaml";
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    let patcher = sim.service_account_token("default", "patcher");
+    let creator = sim.service_account_token("default", "creator");
+    let create_only = sim.service_account_token("default", "create-only");
+
+    // patch alone: creating by apply is forbidden, as a create, and nothing is stored.
+    let (path, body) = apply("new", "");
+    let (code, status) = raw_send(addr, ("PATCH", &path), &patcher, ct, &body).await;
+    assert_eq!(code, 403, "{status}");
+    let status: serde_json::Value = serde_json::from_str(&status).expect("Status");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(
+        status["message"],
+        "configmaps \"new\" is forbidden: User \"system:serviceaccount:default:patcher\" \
+         cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    assert!(cms.get_opt("new").await.expect("get").is_none());
+    // A dry run that would create is authorized the same way.
+    let (path, body) = apply("new", "&dryRun=All");
+    let (code, status) = raw_send(addr, ("PATCH", &path), &patcher, ct, &body).await;
+    assert_eq!(code, 403, "{status}");
+    // `create` limited by resourceNames allows the apply that creates that name: the name is
+    // known when an apply is authorized, unlike a POST.
+    let (path, body) = apply("named", "");
+    let (code, status) = raw_send(addr, ("PATCH", &path), &patcher, ct, &body).await;
+    assert_eq!(code, 201, "{status}");
+    // patch alone is enough for an object that exists (taking `a` over from the loader).
+    let (path, body) = apply("existing", "&force=true");
+    let (code, status) = raw_send(addr, ("PATCH", &path), &patcher, ct, &body).await;
+    assert_eq!(code, 200, "{status}");
+    let cm = cms.get("existing").await.expect("existing");
+    assert_eq!(cm.data.expect("data")["a"], "2");
+
+    // patch and create: the apply creates the object.
+    let (path, body) = apply("new", "");
+    let (code, status) = raw_send(addr, ("PATCH", &path), &creator, ct, &body).await;
+    assert_eq!(code, 201, "{status}");
+    assert!(cms.get_opt("new").await.expect("get").is_some());
+
+    // create without patch: the request itself is a patch and is refused as one.
+    let (path, body) = apply("other", "");
+    let (code, status) = raw_send(addr, ("PATCH", &path), &create_only, ct, &body).await;
+    assert_eq!(code, 403, "{status}");
+    assert!(status.contains("cannot patch resource"), "{status}");
+    assert!(cms.get_opt("other").await.expect("get").is_none());
+
+    // An apply to the status of an object that does not exist is 404 and creates nothing
+    // (upstream subresource stores never create on update).
+    let deploys: Api<Deployment> = Api::namespaced(admin.clone(), "default");
+    let status_apply = Patch::Apply(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "ghost"}, "status": {"replicas": 1}
+    }));
+    let r = deploys
+        .patch_status("ghost", &PatchParams::apply("test"), &status_apply)
+        .await;
+    match r {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (404, "NotFound")),
+        other => panic!("expected 404, got {other:?}"),
+    }
+    assert!(deploys.get_opt("ghost").await.expect("get").is_none());
+}
+
 /// `Accept: application/json;as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1`, as sent by
 /// kube-rs `Api<PartialObjectMeta<K>>`: GET, LIST, PATCH and WATCH answer metadata only.
 #[tokio::test]
