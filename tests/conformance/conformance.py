@@ -14,6 +14,7 @@ Stdlib only (Python >= 3.11 for tomllib).
 from __future__ import annotations
 
 import argparse
+import base64
 import ipaddress
 import json
 import os
@@ -69,6 +70,58 @@ JAVA_CLASSES = WORK / "java-classes"  # java/Probe.java compiled by run.sh
 SECRET = "s3cr3t-Pw"  # password in {proxy_upper_auth}; must never appear in engine output
 CLIENT_TIMEOUT = 10.0  # seconds a client may take for one case before it is killed
 
+# Proxy credentials with a percent-encoded user-info (issue 31): the operator percent-encodes
+# every user-info byte outside RFC 3986 unreserved. A client that DECODES user and password
+# before it sends `Proxy-Authorization: Basic base64(user:pw)` gets the real password; one
+# that sends them as written does not (see AUTH_MODEL below).
+# {proxy_auth_NAME} is proxy_upper with NAME's user:password as written below; a case with
+# `auth = "NAME"` checks the header the proxy listener got against what AUTH_MODEL says
+# the client sends: the decoded pair, or the pair as written.
+# name: (user as written, password as written, "user:password" decoded)
+AUTH_CREDS = {
+    # no encoding at all: does the client send Proxy-Authorization from the variable?
+    "plain": ("svc", "plain-Pw0", "svc:plain-Pw0"),
+    # shell metacharacters (sub-delims) of the issue: $ ( ) ' ! ; &
+    "shell": ("svc", "x%24%28touch%24IFS%27PWNED%27%29%21%3B%26", "svc:x$(touch$IFS'PWNED')!;&"),
+    # gen-delims that split a URL (@ : / ? #), a literal % and a space
+    "delims": ("svc", "p%40ss%3Aw0rd%2F%3F%23%25%20z", "svc:p@ss:w0rd/?#% z"),
+    # encoded unreserved characters (upper- and lower-case hex) in the user name
+    "unreserved": ("svc%2Eops%7e1", "Pw%2D%5F0%2A", "svc.ops~1:Pw-_0*"),
+}
+for _n, (_u, _p, _d) in AUTH_CREDS.items():
+    assert urllib.parse.unquote(_u) + ":" + urllib.parse.unquote(_p) == _d, _n
+# Must never appear in the engine's output: every password as written and decoded.
+SECRETS = [SECRET] + [x for _u, pw, dec in AUTH_CREDS.values() for x in (pw, dec.split(":", 1)[1])]
+# Clients whose Proxy-Authorization is not theirs to check (the auth check is skipped):
+AUTH_SKIP = {
+    "java": "the JDK takes no proxy credentials from any variable (only an Authenticator set in code)",
+    "node-proxy-from-env": "proxy-from-env only returns the proxy URL; the header is built by the probe"
+    " (decodeURIComponent, as https-proxy-agent does), so it proves nothing about a client",
+}
+# What each checked client does with a percent-encoded user-info in the proxy URL (observed
+# with the versions of README.md). The auth check expects exactly this: a client that departs
+# from its entry (say an axios that starts decoding) fails the run, and then this table, the
+# README section "Proxy credentials" and what users are told about that client must change.
+AUTH_DECODES = "decodes"  # sends Basic base64(decoded user ":" decoded password)
+AUTH_AS_WRITTEN = "sends-as-written"  # sends Basic base64(user ":" password as in the URL)
+AUTH_MODEL = {
+    "curl": AUTH_DECODES,
+    "wget": AUTH_DECODES,
+    "go": AUTH_DECODES,
+    "python-urllib": AUTH_DECODES,
+    "python-requests": AUTH_DECODES,
+    "python-httpx": AUTH_DECODES,
+    # axios 1.21.1, lib/adapters/http.js setProxy: `proxy = new URL(proxyUrl)`, then
+    # `proxyAuth = proxyUsername + ':' + proxyPassword` from the WHATWG URL's `username` /
+    # `password`, which stay percent-encoded; same header for the GET and the CONNECT.
+    # axios PR #5772 ("fix(http): decode proxy url auth") would decode them; not merged.
+    "node-axios": AUTH_AS_WRITTEN,
+    "node-undici": AUTH_DECODES,
+    "ruby": AUTH_DECODES,
+    "rust-reqwest": AUTH_DECODES,
+}
+assert set(AUTH_MODEL).isdisjoint(AUTH_SKIP) and set(AUTH_MODEL) | set(AUTH_SKIP) == set(CLIENTS)
+
 
 # --------------------------------------------------------------------------- cases
 def placeholders() -> dict[str, str]:
@@ -79,6 +132,8 @@ def placeholders() -> dict[str, str]:
         d["port_" + name.removeprefix("proxy_")] = str(port)
     # same listener as proxy_upper, with credentials the engine must never print
     d["proxy_upper_auth"] = f"http://user:{SECRET}@127.0.0.1:{PROXIES['proxy_upper']}"
+    for name, (user, pw, _dec) in AUTH_CREDS.items():
+        d["proxy_auth_" + name] = f"http://{user}:{pw}@127.0.0.1:{PROXIES['proxy_upper']}"
     return d
 
 
@@ -117,6 +172,7 @@ def load_table(path: Path) -> tuple[list[dict], list[dict]]:
                 "env_template": parse_env(c.get("env", [])),
                 "note": c.get("note"),
                 "expect": c.get("expect"),
+                "auth": c.get("auth"),
             }
         )
     for g in data.get("group", []):
@@ -134,12 +190,15 @@ def load_table(path: Path) -> tuple[list[dict], list[dict]]:
                     "env_template": parse_env(base),
                     "note": g.get("note"),
                     "expect": g.get("expect"),
+                    "auth": g.get("auth"),
                 }
             )
     seen = set()
     for c in cases:
         if c["expect"] not in (None, "direct", "proxy", "error"):
             raise SystemExit(f"cases.toml: {c['id']}: expect must be direct, proxy or error")
+        if c["auth"] is not None and c["auth"] not in AUTH_CREDS:
+            raise SystemExit(f"cases.toml: {c['id']}: auth must be one of {', '.join(AUTH_CREDS)}")
         if c["id"] in seen:
             raise SystemExit(f"cases.toml: duplicate case id {c['id']}")
         seen.add(c["id"])
@@ -169,6 +228,10 @@ class Server:
         self.listeners: list[socket.socket] = []
         self.drain_req: list[threading.Event] = []
         self.stop = False
+        # Set by the driver while an `auth` case runs: a proxy-form request without
+        # Proxy-Authorization then gets `407` + `Proxy-Authenticate: Basic`, so a client
+        # that sends credentials only when challenged is still seen sending them.
+        self.challenge = False
         for name, port in PROXIES.items():
             self._listen(socket.AF_INET, "127.0.0.1", port, ("proxy", name))
         for port in sorted(direct_ports):
@@ -216,6 +279,7 @@ class Server:
                 "local": f"[{local[0]}]:{local[1]}" if ":" in local[0] else f"{local[0]}:{local[1]}",
                 "first_line": None,
                 "tls": False,
+                "proxy_auth": [],  # every Proxy-Authorization value of the request, as received
             }
             with self.lock:
                 self.records.append(rec)
@@ -274,7 +338,16 @@ class Server:
                 if b"\r\n\r\n" in buf or len(buf) > 60000:
                     line = bytes(buf.split(b"\r\n", 1)[0]).decode("latin-1")[:300]
                     rec["first_line"] = line
-                    if rec["kind"] == "proxy" and line.upper().startswith("CONNECT "):
+                    rec["proxy_auth"] = header_values(bytes(buf), "proxy-authorization")
+                    if self.challenge and PROXY_FORM.match(line) and not rec["proxy_auth"]:
+                        rec["challenged"] = True
+                        self._answer(
+                            conn,
+                            b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                            b'Proxy-Authenticate: Basic realm="conformance"\r\n'
+                            b"Content-Length: 0\r\nConnection: close\r\n\r\n",
+                        )
+                    elif rec["kind"] == "proxy" and line.upper().startswith("CONNECT "):
                         self._answer(conn, b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                     else:
                         body = b"proxied" if rec["kind"] == "proxy" else b"direct"
@@ -296,6 +369,17 @@ class Server:
                         self._accept_all(key.fileobj, key.data[1], key.data[2])
                 for ev in reqs:
                     ev.set()
+
+
+def header_values(head: bytes, name: str) -> list[str]:
+    """The values of every header `name` (lower case) in a request head, as received."""
+    block = head.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    out = []
+    for line in block.split("\r\n")[1:]:
+        k, sep, v = line.partition(":")
+        if sep and k.strip().lower() == name:
+            out.append(v.strip())
+    return out
 
 
 def decide(client: str, res: dict) -> tuple[str, str | None, str | None]:
@@ -333,6 +417,114 @@ def classify(recs: list[dict]) -> tuple[str, str | None]:
     if any(r["kind"] == "direct" for r in recs):
         return "direct", None
     return "error", None
+
+
+def basic_credentials(value: str) -> str:
+    """`Basic <base64>` -> the decoded `user:password` (bytes shown as UTF-8); any other
+    scheme or bad base64 -> the value as received, in angle brackets."""
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "basic":
+        return f"<{value}>"
+    try:
+        return base64.b64decode(token.strip(), validate=True).decode("utf-8", "backslashreplace")
+    except ValueError:
+        return f"<{value}>"
+
+
+def check_auth(client: str, url: str, cred: str, recs: list[dict]) -> dict:
+    """The proxy-credentials check of one (case, client): every request the client sent in
+    proxy form must carry `Proxy-Authorization: Basic base64(user:password)`, decoded or as
+    written as AUTH_MODEL says for the client.
+    result: pass | skipped | raw (sent the percent-encoded text as is, model: decodes)
+    | decoded (sent the decoded pair, model: sends-as-written) | none (no header)
+    | other (another value) | no-proxy (the client never used the proxy).
+    `departs` is set when the client did the other of the two things: the model must change."""
+    user, pw, decoded = AUTH_CREDS[cred]
+    out: dict = {"cred": cred, "path": urllib.parse.urlsplit(url).scheme}
+    if client in AUTH_SKIP:
+        out.update(result="skipped", why=AUTH_SKIP[client], expected=decoded)
+        return out
+    model = AUTH_MODEL[client]
+    as_written = f"{user}:{pw}"
+    expected, other = (decoded, as_written) if model == AUTH_DECODES else (as_written, decoded)
+    out.update(model=model, expected=expected)
+    reqs = [r for r in recs if r["kind"] == "proxy" or PROXY_FORM.match(r["first_line"] or "")]
+    reqs = [r for r in reqs if r["first_line"] and not r["first_line"].startswith("<")]
+    out["requests"] = [r["first_line"].rsplit(" ", 1)[0] for r in reqs]
+    out["challenged"] = any(r.get("challenged") for r in reqs)
+    sent = [basic_credentials(v) for r in reqs for v in r["proxy_auth"]]
+    out["sent"] = sent
+    if not reqs:
+        out["result"] = "no-proxy"
+    elif not sent:
+        out["result"] = "none"
+    elif all(x == expected for x in sent):
+        out["result"] = "pass"
+    elif other != expected and other in sent:
+        out["result"] = "raw" if model == AUTH_DECODES else "decoded"
+        out["departs"] = True
+    else:
+        out["result"] = "other"
+    return out
+
+
+AUTH_WORDS = {
+    "raw": "RAW (not decoded)",
+    "decoded": "DECODED",
+    "none": "NO HEADER",
+    "other": "WRONG VALUE",
+    "no-proxy": "NO PROXY USED",
+}
+# a pass, in the words of the client's model
+AUTH_PASS_WORDS = {AUTH_DECODES: "decoded", AUTH_AS_WRITTEN: "as written"}
+
+
+def auth_word(a: dict) -> str:
+    return AUTH_PASS_WORDS[a["model"]] if a["result"] == "pass" else AUTH_WORDS.get(a["result"], a["result"])
+
+
+def auth_failure(client: str, case_id: str, a: dict) -> str:
+    """The report entry of one failed credentials check (holds the test passwords)."""
+    text = f"[auth {client}] {case_id}: {auth_word(a)}\n"
+    if a.get("departs"):
+        text += (
+            f"    DEPARTS FROM THE MODEL: AUTH_MODEL[{client!r}] = {a['model']!r}, but the client "
+            f"{'sent the user-info as written' if a['result'] == 'raw' else 'decoded the user-info'}; "
+            "the model must change (AUTH_MODEL in conformance.py, README 'Proxy credentials', "
+            "what users are told about this client)\n"
+        )
+    return text + (
+        f"    requests: {a['requests']}{' (after 407)' if a['challenged'] else ''}\n"
+        f"    sent (decoded base64): {a['sent']!r}\n    expected ({a['model']}): {a['expected']!r}"
+    )
+
+
+def auth_table(clients: list[str], observations: list[dict]) -> list[str]:
+    """Per client, per path (http / https URL): what the auth cases showed."""
+    lines = [f"{'client':20s} {'model':17s} {'http path':34s} https path"]
+    if not any("auth" in o for o in observations):
+        return lines
+    for c in clients:
+        checks = [o["auth"] for o in observations if o["client"] == c and "auth" in o]
+        if c in AUTH_SKIP:
+            # java runs the auth cases only with --java-all (they are not in its sample)
+            lines.append(f"{c:20s} skipped: {AUTH_SKIP[c]}")
+            continue
+        if not checks:
+            continue
+        cells = []
+        for path in ("http", "https"):
+            on = [a for a in checks if a["path"] == path]
+            counts: dict[str, int] = {}
+            for a in on:
+                counts[auth_word(a)] = counts.get(auth_word(a), 0) + 1
+            cell = ", ".join(f"{k} {n}/{len(on)}" for k, n in sorted(counts.items())) or "-"
+            if any(a.get("challenged") and a["result"] == "pass" for a in on):
+                cell += " (after 407)"
+            cells.append(cell)
+        departs = " <- DEPARTS FROM THE MODEL" if any(a.get("departs") for a in checks) else ""
+        lines.append(f"{c:20s} {AUTH_MODEL[c]:17s} {cells[0]:34s} {cells[1]}{departs}")
+    return lines
 
 
 # --------------------------------------------------------------------------- clients
@@ -641,7 +833,7 @@ class Engine:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=base_env())
             if p.returncode != 0:
                 res = {"_error": f"explain exited {p.returncode}: {p.stderr.strip()[-400:]}"}
-            elif SECRET in p.stdout or SECRET in p.stderr:
+            elif any(x in p.stdout or x in p.stderr for x in SECRETS):
                 res = {"_error": "explain printed the proxy password (credentials not redacted)"}
             else:
                 arr = json.loads(p.stdout)
@@ -739,14 +931,18 @@ def run_inner(args) -> int:
             if d != "error":
                 harness_errors.append(f"self-check: {c} to a port without listener observed {d!r}, expected 'error'")
 
-    stats = {c: {"cases": 0, "agree": 0, "disagree": 0} for c in clients}
+    stats = {c: {"cases": 0, "agree": 0, "disagree": 0, "auth_pass": 0, "auth_fail": 0, "auth_skip": 0} for c in clients}
+    auth_fails: list[str] = []
+    auth_departs: set[str] = set()  # clients whose Proxy-Authorization departs from AUTH_MODEL
     disagreements: list[str] = []
     hc_notes: list[str] = []
     for c in clients:
         t_c = time.monotonic()
         r = runners[c]
         for case in cases_for(c, cases, java_ids):
+            server.challenge = bool(case.get("auth"))
             res = r.run(server, case)
+            server.challenge = False
             decision, proxy, note = decide(c, res)
             obs = {
                 "case": case["id"],
@@ -763,11 +959,24 @@ def run_inner(args) -> int:
                 "elapsed": res.get("elapsed"),
                 "connections": [
                     {"kind": x["kind"], "proxy": x["proxy"], "local": x["local"], "first_line": x["first_line"]}
+                    | ({"proxy_auth": x["proxy_auth"]} if x["proxy_auth"] else {})
                     for x in res["connections"]
                 ],
             }
             if note:
                 obs["note"] = note
+            if case.get("auth"):
+                a = check_auth(c, case["url"], case["auth"], res["connections"])
+                obs["auth"] = a
+                if a["result"] == "skipped":
+                    stats[c]["auth_skip"] += 1
+                elif a["result"] == "pass":
+                    stats[c]["auth_pass"] += 1
+                else:
+                    stats[c]["auth_fail"] += 1
+                    auth_fails.append(auth_failure(c, case["id"], a))
+                    if a.get("departs"):
+                        auth_departs.add(c)
             for extra in ("pfe", "find_proxy", "net_http_proxy", "httpclient", "using_proxy"):
                 if extra in res:
                     obs[extra] = res[extra]
@@ -895,6 +1104,16 @@ def run_inner(args) -> int:
         lines.append(f"HARNESS ERRORS ({len(harness_errors)}):")
         lines += ["  " + h for h in harness_errors]
         lines.append("")
+    auth_lines = auth_table(clients, observations)
+    if len(auth_lines) > 1:
+        lines.append(
+            "PROXY CREDENTIALS (auth cases: Proxy-Authorization from a percent-encoded user-info, "
+            "decoded or as written as AUTH_MODEL says):"
+        )
+        lines += ["  " + x for x in auth_lines]
+        lines.append(f"AUTH FAILURES ({len(auth_fails)}):")
+        lines += auth_fails
+        lines.append("")
     if engine is not None:
         lines.append(f"DISAGREEMENTS ({len(disagreements)}):")
         lines += disagreements
@@ -916,6 +1135,17 @@ def run_inner(args) -> int:
         print(f"HARNESS ERRORS ({len(harness_errors)}):")
         for h in harness_errors[:20]:
             print("  " + h)
+    if len(auth_lines) > 1:
+        # verdicts only: the decoded values (test passwords) are in the report and observations
+        print("PROXY CREDENTIALS (Proxy-Authorization from a percent-encoded user-info, as AUTH_MODEL says?):")
+        print("\n".join("  " + x for x in auth_lines))
+        if auth_fails:
+            print(f"{len(auth_fails)} auth failures (details in {report_path if engine is not None else path})")
+        for c in sorted(auth_departs):
+            print(
+                f"  {c} departs from AUTH_MODEL[{c!r}] = {AUTH_MODEL[c]!r}: the model must change "
+                "(AUTH_MODEL in conformance.py, README 'Proxy credentials', what users are told)"
+            )
     if engine is not None and disagreements:
         print(f"{len(disagreements)} disagreements; first ones (all in {report_path}):")
         for d in disagreements[:15]:
@@ -926,12 +1156,15 @@ def run_inner(args) -> int:
             print(d)
     print(f"observations: {path}")
     print(f"elapsed: {elapsed:.1f}s")
+    # the credentials check needs no engine: it counts in both modes (one per auth case and client)
+    auth_pass = sum(s["auth_pass"] for s in stats.values())
+    auth_fail = sum(s["auth_fail"] for s in stats.values())
     if engine is None:
         n = len(observations)
-        print(f"{n} passed, {len(harness_errors)} failed")
-        return 1 if harness_errors else 0
-    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] for s in rstats.values())
-    failed = sum(s["disagree"] for s in stats.values()) + sum(s["false_direct"] + s["wrong_proxy"] + s["other"] for s in rstats.values()) + len(harness_errors)
+        print(f"{n + auth_pass} passed, {len(harness_errors) + auth_fail} failed")
+        return 1 if harness_errors or auth_fail else 0
+    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] for s in rstats.values()) + auth_pass
+    failed = sum(s["disagree"] for s in stats.values()) + sum(s["false_direct"] + s["wrong_proxy"] + s["other"] for s in rstats.values()) + len(harness_errors) + auth_fail
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

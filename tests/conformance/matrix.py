@@ -3,7 +3,8 @@
 
    D = direct, E = error (nobody got a connection), U/L/S/s/A = proxy listener
    proxy_upper / proxy_lower / proxy_https / proxy_https_lower / proxy_all;
-   lower-case d/e etc. never used; '!' after a letter = the engine disagreed.
+   lower-case d/e etc. never used; '!' after a letter = the engine disagreed;
+   '*' = the proxy-credentials check of an `auth` case failed (see out/report.txt).
 Usage: matrix.py [observed.json] [--errors]  (--errors also prints client error texts)
 """
 import json
@@ -25,6 +26,8 @@ for o in data["observations"]:
         ch += "!"
     if o.get("hang"):
         ch += "H"
+    if o.get("auth", {}).get("result") not in (None, "pass", "skipped"):
+        ch += "*"
     rows.setdefault(o["case"], {})[o["client"]] = (ch, o)
 abbrev = [c.replace("python-", "py-").replace("node-axios", "axios").replace("node-proxy-from-env", "pfe").replace("node-undici", "undici").replace("rust-reqwest", "reqwest") for c in clients]
 w = max(len(k) for k in rows) if rows else 10
