@@ -1621,3 +1621,139 @@ async fn a_mistyped_container_name_is_reported_and_restarts_nothing() {
     assert!(hash(&env.deployment("team-a", "api").await).is_none());
     op.stop().await;
 }
+
+/// Issue 31 item 6: a workload write carries the resourceVersion its plan read. With the
+/// operator's Deployment cache held at version N (its list and watch refused) while another
+/// writer moves the Deployment to N+1, the operator's write is refused with 409 Conflict and
+/// changes nothing; no Warning, no failed condition; once the cache catches up, the operator
+/// plans again and converges with exactly one more roll, the other change kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_planned_against_an_older_version_is_refused_then_planned_again() {
+    use kube_sim::hooks::{Fault, FaultRule};
+    let env = Env::new(BASE).await;
+    let settings = env.settings();
+    let metrics = settings.metrics.clone();
+    let op = env.start_with(settings);
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    let before = env.deployment("team-a", "api").await;
+    let rolls = |env: &Env| {
+        let api =
+            Api::<k8s_openapi::api::apps::v1::ReplicaSet>::namespaced(env.client.clone(), "team-a");
+        async move {
+            let rs = api.list(&ListParams::default()).await.expect("replicasets");
+            rs.items
+                .iter()
+                .filter(|r| r.owner_references().iter().any(|o| o.name == "api"))
+                .count()
+        }
+    };
+    let warnings = |env: &Env| {
+        let api = Api::<Event>::namespaced(env.client.clone(), "team-a");
+        async move {
+            let all = api.list(&ListParams::default()).await.expect("events");
+            let w = all
+                .items
+                .iter()
+                .filter(|e| e.type_.as_deref() == Some("Warning"));
+            w.map(|e| format!("{:?}: {:?}", e.reason, e.note))
+                .collect::<Vec<_>>()
+        }
+    };
+    let (rolls_before, warnings_before) = (rolls(&env).await, warnings(&env).await);
+
+    // Hold the operator's Deployment cache at version N.
+    let refuse = |verb| {
+        let fault = Fault::Status {
+            code: 503,
+            retry_after_seconds: None,
+        };
+        FaultRule::new(Some(verb), Some("deployments"), fault)
+    };
+    env.sim.inject_fault(refuse("watch"));
+    env.sim.inject_fault(refuse("list"));
+    env.sim.expire_watches();
+
+    // Another writer moves the Deployment to N+1 (a new image: one roll).
+    let other = Api::<Deployment>::namespaced(env.client.clone(), "team-a")
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {
+                "containers": [{"name": "api", "image": "api:2"}]}}}})),
+        )
+        .await
+        .expect("the other writer's patch");
+    let patches = env.count("patch", "deployments");
+
+    // A policy change: the operator plans a write to api against N.
+    env.patch_policy(
+        "team-a",
+        "outbound",
+        json!({"spec": {"noProxy": {"additional": [".corp.example", "10.20.0.0/16", "extra.example"]}}}),
+    )
+    .await;
+    // Refused, then planned again against the same cache and refused again: the first
+    // answer is in by the second attempt. (A write that lands is not sent twice.)
+    let held = eventually("two writes to api, or one that landed", || async {
+        let d = env.deployment("team-a", "api").await;
+        let retried = env.count("patch", "deployments") >= patches + 2;
+        (retried || hash(&d) != hash(&before)).then_some(d)
+    })
+    .await;
+    // (The simulated Deployment controller moves its status on: only the template counts.)
+    assert_eq!(
+        hash(&held),
+        hash(&before),
+        "a write planned against an older version landed"
+    );
+    assert_eq!(template(&held), template(&other));
+    assert_eq!(container(&held, "api").image.as_deref(), Some("api:2"));
+    let p = env.policy("team-a", "outbound").await;
+    let conditions = p.status.map(|s| s.conditions).unwrap_or_default();
+    assert!(
+        !conditions
+            .iter()
+            .any(|c| c.reason == "WorkloadUpdateFailed"),
+        "a refused write is no failure: {conditions:?}"
+    );
+
+    // The cache catches up: one write, one roll, the other change kept.
+    env.sim.clear_faults();
+    let db_hash = eventually("db rolled to the new config", || async {
+        let db = Api::<StatefulSet>::namespaced(env.client.clone(), "team-a")
+            .get("db")
+            .await
+            .expect("db");
+        let h = db
+            .spec?
+            .template
+            .metadata?
+            .annotations?
+            .remove("egressproxy.io/config-hash");
+        (h != hash(&before)).then_some(h)
+    })
+    .await;
+    let after = eventually("api rolled to the new config", || async {
+        let d = env.deployment("team-a", "api").await;
+        (hash(&d) == db_hash).then_some(d)
+    })
+    .await;
+    wait_reason(&env, "team-a", "outbound", "Reconciled").await;
+    settle().await;
+    assert_eq!(container(&after, "api").image.as_deref(), Some("api:2"));
+    assert_eq!(
+        rolls(&env).await,
+        rolls_before + 2,
+        "the other writer's roll and exactly one of the operator's"
+    );
+    assert_eq!(warnings(&env).await, warnings_before, "Warning Events");
+    let text = metrics.encode(true);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("egress_proxy_reconciles_total")
+                && l.contains("category=\"conflict\"")),
+        "refusals are counted as conflicts:\n{text}"
+    );
+    op.stop().await;
+}

@@ -465,31 +465,46 @@ impl Executor {
         if plan.add_finalizer {
             self.add_finalizer().await?;
         }
+        // The managed objects are fenced like the workloads: written against the version
+        // read (a create fails if the object exists).
+        let secret_rv = version(o.secret.meta.as_ref());
         match &plan.secret {
             Change::Create(data) => self.write_secret(data, None).await?,
             Change::Apply(data) => {
                 let before = o.secret.data.clone().unwrap_or_default();
-                self.write_secret(data, Some(&before)).await?
+                self.write_secret(data, Some((&before, secret_rv))).await?
             }
             Change::Keep | Change::Delete => {}
         }
         match &plan.config_map {
-            Change::Create(data) => self.write_config_map(data, true).await?,
-            Change::Apply(data) => self.write_config_map(data, false).await?,
+            Change::Create(data) => self.write_config_map(data, None).await?,
+            Change::Apply(data) => {
+                let rv = version(o.config_map.meta.as_ref());
+                self.write_config_map(data, Some(rv)).await?
+            }
             Change::Keep | Change::Delete => {}
         }
         if let Some(job) = &plan.create_probe {
             super::probe::create(&self.ctx.client, &self.ns, job).await?;
         }
-        let failed = self.write_workloads(plan).await?;
-        let done = plan.completion(&failed);
+        let Written { failed, refused } = self.write_workloads(plan).await?;
+        let ids: Vec<WorkloadId> = refused.iter().map(|(w, _)| w.clone()).collect();
+        // A refused write is not done: nothing is deleted nor the finalizer removed yet.
+        let mut unfinished = failed.clone();
+        unfinished.extend(ids.iter().map(|w| (w.clone(), "changed since read".into())));
+        let done = plan.completion(&unfinished);
         self.delete_managed(&done).await?;
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let report = plan.report(&failed, &now);
+        let report = plan.without(&ids).report(&failed, &now);
         let held = self.publish(&report).await?;
         let failed = plan.failures(&failed);
         if !failed.is_empty() {
             return Err(Error::Workloads(failed));
+        }
+        if let Some((id, e)) = refused.into_iter().next() {
+            // Planned against an older object: re-read and plan again, soon (a conflict is
+            // retried quietly, see `error_policy`), with no condition and no Event.
+            return Err(Error::kube("writing", id.to_string())(e));
         }
         if done.remove_finalizer {
             self.remove_finalizer().await?;
@@ -503,12 +518,13 @@ impl Executor {
         })
     }
 
-    /// Every planned workload write; returns the ones that failed, with one-line reasons. A
-    /// write held back because the term ended stops the reconcile: none of the rest is sent.
-    async fn write_workloads(&self, plan: &Plan) -> Result<Vec<(WorkloadId, String)>, Error> {
-        let mut failed = Vec::new();
+    /// Every planned workload write; returns the ones that failed, with one-line reasons,
+    /// and the ones refused because the workload changed since the plan read it. A write
+    /// held back because the term ended stops the reconcile: none of the rest is sent.
+    async fn write_workloads(&self, plan: &Plan) -> Result<Written, Error> {
+        let mut out = Written::default();
         for w in &plan.writes {
-            match self.write(&w.id, &w.write).await {
+            match self.write(w).await {
                 Ok(after) => {
                     let cached = self.cached_version(&w.id);
                     let id = w.id.clone();
@@ -520,10 +536,15 @@ impl Executor {
                 Err(e) if crate::client::is_not_leader(&e) => {
                     return Err(Error::kube("writing", w.id.to_string())(e));
                 }
-                Err(e) => failed.push((w.id.clone(), super::errors::describe(&e))),
+                Err(e) if errors::category_of(&e) == Category::Conflict => {
+                    tracing::debug!(workload = %w.id, error = %errors::describe(&e),
+                        "workload changed since it was read; planning again");
+                    out.refused.push((w.id.clone(), e));
+                }
+                Err(e) => out.failed.push((w.id.clone(), errors::describe(&e))),
             }
         }
-        Ok(failed)
+        Ok(out)
     }
 
     /// The resourceVersion the workload cache holds now.
@@ -543,9 +564,14 @@ impl Executor {
         }
     }
 
-    /// Writes one workload; returns the resourceVersion the server gave it.
-    async fn write(&self, id: &WorkloadId, w: &Write) -> Result<Option<String>, kube::Error> {
-        let (params, patch) = match w {
+    /// Writes one workload, fenced by the resourceVersion the plan read
+    /// ([`plan::WorkloadWrite::fenced`]); returns the resourceVersion the server gave it.
+    async fn write(&self, ww: &plan::WorkloadWrite) -> Result<Option<String>, kube::Error> {
+        let id = &ww.id;
+        let Some(w) = ww.fenced() else {
+            return Err(unversioned(id));
+        };
+        let (params, patch) = match &w {
             Write::None => return Ok(None),
             Write::Apply(body) => (
                 PatchParams::apply(FIELD_MANAGER).force(),
@@ -570,12 +596,13 @@ impl Executor {
     }
 
     /// Creates the managed Secret (`before` is `None`) or brings it to `data`: a merge patch
-    /// that also removes the keys of `before` that `data` lacks. (Server-side apply could not
-    /// remove keys the create set: those belong to the create, not to the apply.)
+    /// that also removes the keys of `before` that `data` lacks, fenced by the
+    /// resourceVersion `before` was read at. (Server-side apply could not remove keys the
+    /// create set: those belong to the create, not to the apply.)
     async fn write_secret(
         &self,
         data: &SecretData,
-        before: Option<&SecretData>,
+        before: Option<(&SecretData, Option<&str>)>,
     ) -> Result<(), Error> {
         let shown = format!("Secret {}/{}", self.ns, self.managed);
         let after = match before {
@@ -588,17 +615,20 @@ impl Executor {
                 };
                 self.write_managed(&secret, true).await?
             }
-            Some(before) => {
+            Some((before, rv)) => {
                 let meta = plan::managed_meta(&self.policy);
                 let mut keys = serde_json::to_value(&data.0)
                     .map_err(|e| Error::Encode(format!("{shown}: {e}")))?;
                 for gone in before.0.keys().filter(|k| !data.0.contains_key(*k)) {
                     keys[gone.as_str()] = serde_json::Value::Null;
                 }
-                let patch = json!({
+                let mut patch = json!({
                     "metadata": {"labels": meta.labels, "ownerReferences": meta.owner_references},
                     "data": keys,
                 });
+                if let Some(rv) = rv {
+                    patch = plan::with_version(&patch, rv);
+                }
                 Api::<Secret>::namespaced(self.ctx.client.clone(), &self.ns)
                     .patch(&self.managed, &self.params(), &Patch::Merge(&patch))
                     .await
@@ -618,13 +648,21 @@ impl Executor {
         Ok(())
     }
 
-    async fn write_config_map(&self, data: &ConfigMapData, create: bool) -> Result<(), Error> {
+    /// Creates the managed ConfigMap (`read` is `None`) or applies `data` to it, fenced by
+    /// the resourceVersion it was read at.
+    async fn write_config_map(
+        &self,
+        data: &ConfigMapData,
+        read: Option<Option<&str>>,
+    ) -> Result<(), Error> {
+        let mut metadata = plan::managed_meta(&self.policy);
+        metadata.resource_version = read.flatten().map(str::to_owned);
         let cm = ConfigMap {
-            metadata: plan::managed_meta(&self.policy),
+            metadata,
             data: Some(data.clone()),
             ..Default::default()
         };
-        let after = self.write_managed(&cm, create).await?;
+        let after = self.write_managed(&cm, read.is_none()).await?;
         let now = self.caches.config_maps.get(&self.managed_ref());
         let cached = now
             .as_ref()
@@ -852,6 +890,30 @@ where
         .patch(name, params, patch)
         .await
         .map(|o| o.meta().resource_version.clone())
+}
+
+/// The resourceVersion of an object read.
+fn version(meta: Option<&ObjectMeta>) -> Option<&str> {
+    meta?.resource_version.as_deref()
+}
+
+/// What the workload writes came to: the failed ones (id, one-line reason) and the ones
+/// refused because the workload changed after the plan read it.
+#[derive(Default)]
+struct Written {
+    failed: Vec<(WorkloadId, String)>,
+    refused: Vec<(WorkloadId, kube::Error)>,
+}
+
+/// A cached workload without a resourceVersion: no write can be fenced, so none is sent;
+/// reported as a conflict, to be read again.
+fn unversioned(id: &WorkloadId) -> kube::Error {
+    kube::Error::Api(Box::new(kube::core::Status {
+        code: 409,
+        reason: "Conflict".into(),
+        message: format!("{id} was read without a resourceVersion; reading it again"),
+        ..Default::default()
+    }))
 }
 
 /// A delete (or patch) of something already gone is done.

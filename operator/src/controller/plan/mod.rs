@@ -160,6 +160,34 @@ impl WorkloadWrite {
     pub fn is_release(&self) -> bool {
         self.marker == CLEANED
     }
+
+    /// The write to send, fenced: it carries the resourceVersion the plan was computed
+    /// against as `metadata.resourceVersion`, a precondition the API server checks for a
+    /// server-side apply and a patch alike. A write from an ended term, or planned against a
+    /// workload that changed since, is refused (409 Conflict) instead of landing. `None`
+    /// when the cached object had no resourceVersion: nothing to fence with, not sent.
+    pub fn fenced(&self) -> Option<Write> {
+        let rv = self.resource_version.as_deref()?;
+        Some(match &self.write {
+            Write::None => Write::None,
+            Write::Apply(body) => Write::Apply(with_version(body, rv)),
+            Write::Patch(body) => Write::Patch(with_version(body, rv)),
+        })
+    }
+}
+
+/// `body` (an apply configuration or a merge patch) with `metadata.resourceVersion` set.
+pub fn with_version(body: &serde_json::Value, rv: &str) -> serde_json::Value {
+    let mut out = body.clone();
+    if let Some(o) = out.as_object_mut() {
+        let meta = o
+            .entry("metadata")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert("resourceVersion".into(), rv.into());
+        }
+    }
+    out
 }
 
 impl fmt::Debug for WorkloadWrite {
@@ -550,4 +578,46 @@ fn selects(p: &EgressProxyPolicy, v: &WorkloadView) -> bool {
 fn selects_with(p: &EgressProxyPolicy, s: &Selector, v: &WorkloadView) -> bool {
     use kube::core::SelectorExt;
     !s.selects_all() && p.spec.workload_kinds.contains(&v.id.kind) && s.matches(&v.labels)
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::WorkloadKind;
+
+    fn write(rv: Option<&str>, w: Write) -> WorkloadWrite {
+        WorkloadWrite {
+            id: WorkloadId {
+                kind: WorkloadKind::Deployment,
+                namespace: "team-a".into(),
+                name: "api".into(),
+            },
+            resource_version: rv.map(str::to_owned),
+            write: w,
+            marker: "v2-abc".into(),
+        }
+    }
+
+    #[test]
+    fn every_workload_write_carries_the_version_it_was_planned_against() {
+        let apply = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "api", "namespace": "team-a"}, "spec": {}});
+        let fenced = write(Some("41"), Write::Apply(apply.clone())).fenced();
+        let mut want = apply;
+        want["metadata"]["resourceVersion"] = json!("41");
+        assert_eq!(fenced, Some(Write::Apply(want)));
+
+        // A patch without metadata gets one.
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {"a": null}}}}});
+        let Some(Write::Patch(p)) = write(Some("7"), Write::Patch(patch.clone())).fenced() else {
+            panic!("a patch stays a patch");
+        };
+        assert_eq!(p["metadata"], json!({"resourceVersion": "7"}));
+        assert_eq!(p["spec"], patch["spec"]);
+
+        // Nothing to fence with: not sent.
+        assert_eq!(write(None, Write::Patch(patch)).fenced(), None);
+    }
 }

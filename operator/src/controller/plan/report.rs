@@ -66,6 +66,18 @@ pub enum Requeue {
 }
 
 impl Plan {
+    /// The plan as far as it was carried out when the writes to `refused` were refused
+    /// because the workload changed after the plan read it: its report tells those neither
+    /// done nor failed (the next reconcile plans them again from the newer object).
+    pub fn without(&self, refused: &[WorkloadId]) -> std::borrow::Cow<'_, Plan> {
+        if refused.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut p = self.clone();
+        p.writes.retain(|w| !refused.contains(&w.id));
+        std::borrow::Cow::Owned(p)
+    }
+
     /// The failed writes and the workloads no write could be built for: when not empty,
     /// the reconcile failed and is retried with backoff.
     pub fn failures(&self, failed: &[(WorkloadId, String)]) -> Vec<(WorkloadId, String)> {
