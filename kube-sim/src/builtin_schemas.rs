@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    admissionregistration::v1 as admission, apps::v1 as apps, authorization::v1 as authz,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
-    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
-    policy::v1 as policy, rbac::v1 as rbac,
+    admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn,
+    authorization::v1 as authz, batch::v1 as batch, coordination::v1 as coordination,
+    core::v1 as core, discovery::v1 as discovery, events::v1 as events,
+    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::JsonSchema;
@@ -115,6 +115,10 @@ fn all() -> HashMap<Key, KindSchema> {
         (
             ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
             generate::<rbac::ClusterRoleBinding>(),
+        ),
+        (
+            ("authentication.k8s.io", "v1", "TokenReview"),
+            generate::<authn::TokenReview>(),
         ),
         (
             ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"),

@@ -47,9 +47,9 @@ impl ResourceType {
         }
     }
 
-    /// An access review: created and answered, never stored.
+    /// An access review or a TokenReview: created and answered, never stored.
     pub fn is_review(&self) -> bool {
-        self.group == "authorization.k8s.io"
+        self.group == "authorization.k8s.io" || self.group == "authentication.k8s.io"
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
@@ -241,6 +241,7 @@ const BUILTINS: &[B] = &[
     B { group: "authorization.k8s.io", version: "v1", plural: "selfsubjectrulesreviews", kind: "SelfSubjectRulesReview", namespaced: false, short: &[], status: false, scale: false },
     B { group: "authorization.k8s.io", version: "v1", plural: "subjectaccessreviews", kind: "SubjectAccessReview", namespaced: false, short: &[], status: false, scale: false },
     B { group: "authorization.k8s.io", version: "v1", plural: "localsubjectaccessreviews", kind: "LocalSubjectAccessReview", namespaced: true, short: &[], status: false, scale: false },
+    B { group: "authentication.k8s.io", version: "v1", plural: "tokenreviews", kind: "TokenReview", namespaced: false, short: &[], status: false, scale: false },
     B { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], status: true, scale: false },
 ];
 

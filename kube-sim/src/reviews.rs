@@ -1,6 +1,7 @@
 //! `authorization.k8s.io/v1` reviews, answered from the stored RBAC objects and never stored:
 //! SelfSubjectAccessReview and SelfSubjectRulesReview (about the requester, impersonation
-//! included), SubjectAccessReview and LocalSubjectAccessReview (about any user and groups).
+//! included), SubjectAccessReview and LocalSubjectAccessReview (about any user and groups);
+//! and `authentication.k8s.io/v1` TokenReview, answered from the issued tokens.
 
 use serde_json::{Value, json};
 
@@ -76,6 +77,38 @@ fn subject(kind: &str, spec: &Value) -> ApiResult<User> {
     Ok(User::Named { name, groups })
 }
 
+/// A TokenReview's status: the user of a token this server issued (the admin token or a
+/// ServiceAccount's), or not authenticated, as a real server answers (no error text for an
+/// unknown token). ServiceAccount users carry the account's uid when it exists.
+fn token_status(store: &Store, spec: &Value) -> ApiResult<Value> {
+    let token = str_at(spec, "/token");
+    if token.is_empty() {
+        let m = "Required value: token must be set";
+        return Err(ApiError::invalid(
+            "TokenReview.authentication.k8s.io",
+            "",
+            &[("spec.token", m.into())],
+        ));
+    }
+    let user = match auth::authenticate(store, Some(&format!("Bearer {token}"))) {
+        Ok(user) => user,
+        Err(_) => return Ok(json!({ "authenticated": false, "user": {} })),
+    };
+    let mut info = json!({ "username": user.name(), "groups": user.groups() });
+    if let User::ServiceAccount { namespace, name } = &user {
+        let gr = crate::resources::GroupResource {
+            group: String::new(),
+            resource: "serviceaccounts".into(),
+        };
+        let sa = store.get(&gr, &(namespace.clone(), name.clone()));
+        if let Some(uid) = sa.and_then(|o| o.pointer("/metadata/uid").cloned()) {
+            info["uid"] = uid;
+        }
+    }
+    let audiences = spec.get("audiences").cloned().unwrap_or(json!([]));
+    Ok(json!({ "authenticated": true, "user": info, "audiences": audiences }))
+}
+
 /// Answer a review POSTed to `t` by `user`.
 pub fn answer(store: &Store, user: &User, t: &Target, mut body: Value) -> ApiResult<Value> {
     let kind = t.rt.kind.as_str();
@@ -92,13 +125,14 @@ pub fn answer(store: &Store, user: &User, t: &Target, mut body: Value) -> ApiRes
             access(store, kind, &subject(kind, &spec)?, &spec)?
         }
         "SelfSubjectRulesReview" => auth::rules_of(store, user, &str_at(&spec, "/namespace")),
+        "TokenReview" => token_status(store, &spec)?,
         _ => {
             return Err(ApiError::method_not_allowed(format!(
                 "{kind} cannot be created"
             )));
         }
     };
-    body["apiVersion"] = json!("authorization.k8s.io/v1");
+    body["apiVersion"] = json!(format!("{}/{}", t.rt.group, t.rt.version));
     body["kind"] = json!(kind);
     body["metadata"] = json!({ "creationTimestamp": null });
     body["status"] = status;
