@@ -345,3 +345,126 @@ async fn two_instances_starting_together_roll_each_workload_once() {
     a.stop().await;
     b.stop().await;
 }
+
+/// The chart's RBAC for `watchNamespaces: [team-a, team-b]`: deploy/rbac.yaml (the chart's
+/// default rendering) with the operator's ClusterRole bound by a RoleBinding in each listed
+/// namespace instead of the ClusterRoleBinding, as `tests/chart/render.py` checks the chart
+/// renders it; and the tenant binding in each.
+fn chart_namespaced_rbac() -> String {
+    let docs: Vec<&str> = include_str!("../../deploy/rbac.yaml")
+        .split("\n---\n")
+        .filter(|d| {
+            !(d.contains("kind: ClusterRoleBinding")
+                && d.contains("\n  name: egress-proxy-operator\n"))
+        })
+        .collect();
+    assert!(
+        docs.iter().any(|d| d.contains("kind: ClusterRoleBinding")),
+        "metrics-auth stays"
+    );
+    let mut yaml = docs.join("\n---\n");
+    for ns in ["team-a", "team-b"] {
+        for (binding, role) in [
+            ("egress-proxy-operator-watch", "egress-proxy-operator"),
+            ("egress-proxy-operator", "egress-proxy-operator-tenant"),
+        ] {
+            yaml.push_str(&format!(
+                "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n\
+                 metadata: {{name: {binding}, namespace: {ns}}}\n\
+                 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\n\
+                 subjects: [{{kind: ServiceAccount, name: egress-proxy-operator, namespace: egress-proxy-system}}]\n"
+            ));
+        }
+    }
+    yaml
+}
+
+/// A policy with every discovery switch on: Node addresses cannot be read namespaced.
+const DEFAULTS: &str = r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: defaults, namespace: team-b}
+spec:
+  workloadSelector: {matchLabels: {egress: none}}
+  proxy:
+    credentials: [{name: main, secretRef: {name: egress-proxy}}]
+    active: main
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_runs_namespaced_with_only_the_charts_namespaced_rbac() {
+    let yaml = [team("team-a"), team("team-b")].join("---");
+    let env = Env::new(&yaml).await;
+    env.sim.apply_yaml(&chart_namespaced_rbac()).expect("rbac");
+    env.sim.apply_yaml(DEFAULTS).expect("policy");
+    let token = env
+        .sim
+        .service_account_token("egress-proxy-system", "egress-proxy-operator");
+    let dir = std::env::temp_dir().join(format!("install-namespaced-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: sim, cluster: {{server: \"{}\"}}}}]\n\
+         users: [{{name: operator, user: {{token: \"{token}\"}}}}]\n\
+         contexts: [{{name: sim, context: {{cluster: sim, user: operator}}}}]\n\
+         current-context: sim\n",
+        env.sim.base_url(),
+    );
+    std::fs::write(&kubeconfig, config).expect("kubeconfig");
+    let log = dir.join("operator.log");
+    let out = std::fs::File::create(&log).expect("log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_egress-proxy-operator"))
+        .args(["run", "--namespace", "team-a", "--namespace", "team-b"])
+        .args([
+            "--cluster-domain",
+            "cluster.corp",
+            "--service-cidr",
+            "10.43.0.0/16",
+        ])
+        .args([
+            "--pod-cidr",
+            "10.42.0.0/16",
+            "--log-level",
+            "debug",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("start the operator");
+    let ready = async {
+        for ns in ["team-a", "team-b"] {
+            let p = wait_reason(&env, ns, "outbound", "Reconciled").await;
+            assert!(
+                hash(&env.deployment(ns, "api").await).is_some(),
+                "{ns}: {:?}",
+                p.status
+            );
+        }
+        wait_reason(&env, "team-b", "defaults", "DiscoveryIncomplete").await
+    };
+    let defaults = ready.await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let logs = std::fs::read_to_string(&log).expect("log");
+    let message = ready_message(&defaults);
+    assert!(
+        message.contains("nodeAddresses: Nodes not read: a namespaced install"),
+        "{message}"
+    );
+    let denied: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("403") || l.to_lowercase().contains("forbidden"))
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "refused requests:\n{}",
+        denied.join("\n")
+    );
+    assert!(
+        logs.contains("namespaced install: Nodes, ServiceCIDRs"),
+        "{logs}"
+    );
+}

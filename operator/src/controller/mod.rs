@@ -152,8 +152,15 @@ pub async fn run(
     let (changed, changes): (Vec<_>, Vec<_>) =
         scopes.iter().map(|_| mpsc::unbounded::<()>()).unzip();
     let disabled = &settings.overrides.disabled_sources;
-    let discovery =
-        watches::discovery(&mut tasks, &settings.metrics, &client, &changed, disabled).await;
+    let wide = settings.namespaces.is_empty();
+    let discovery = watches::discovery(
+        &mut tasks,
+        &settings.metrics,
+        &client,
+        &changed,
+        (disabled, wide),
+    )
+    .await;
     drop(changed);
     let parts: Vec<Parts> = scopes.into_iter().zip(changes).map(Parts::new).collect();
     // A source Secret in one listed namespace may serve policies of another.
@@ -289,6 +296,7 @@ impl Scope<'_> {
                 api_host: self.settings.api_host.clone(),
                 resolv_conf: self.settings.resolv_conf.clone(),
                 overrides: self.settings.overrides.clone(),
+                namespaced_only: !self.settings.namespaces.is_empty(),
                 ..Default::default()
             },
             policies,

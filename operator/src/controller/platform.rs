@@ -154,6 +154,8 @@ pub(crate) struct Start<'a> {
     pub client: &'a Client,
     pub changed: &'a [mpsc::UnboundedSender<()>],
     pub disabled: &'a BTreeSet<PlatformSource>,
+    /// False for a namespaced install: the CRD sources (all cluster-scoped) are not read.
+    pub cluster_wide: bool,
 }
 
 /// Starts a cache for each source that is switched on and, for CRDs, served. A CRD installed
@@ -161,6 +163,8 @@ pub(crate) struct Start<'a> {
 pub(crate) async fn start(s: Start<'_>) -> PlatformCaches {
     let on = |src| !s.disabled.contains(&src);
     let mut out = PlatformCaches::default();
+    // A namespaced install has no right to the CRDs' objects (all cluster-scoped): not read.
+    let wide = s.cluster_wide;
     macro_rules! crd {
         ($ty:ty, $cfg:expr) => {{
             let api = Api::<$ty>::all(s.client.clone());
@@ -169,8 +173,10 @@ pub(crate) async fn start(s: Start<'_>) -> PlatformCaches {
         }};
     }
     if on(PlatformSource::Openshift) && served::<Network>(s.client).await {
-        out.networks = crd!(Network, by_name("cluster"));
-        out.infrastructures = crd!(Infrastructure, by_name("cluster"));
+        if wide {
+            out.networks = crd!(Network, by_name("cluster"));
+            out.infrastructures = crd!(Infrastructure, by_name("cluster"));
+        }
         if readable(s.client, "openshift-dns", "dns-default").await {
             let dns = Api::<ConfigMap>::namespaced(s.client.clone(), "openshift-dns");
             let events = watcher(dns, by_name("dns-default"));
@@ -178,11 +184,11 @@ pub(crate) async fn start(s: Start<'_>) -> PlatformCaches {
                 .push(cache(s.tasks, s.metrics, events, strip, ping(s.changed)));
         }
     }
-    if on(PlatformSource::Calico) && served::<IPPool>(s.client).await {
+    if on(PlatformSource::Calico) && wide && served::<IPPool>(s.client).await {
         out.ip_pools = crd!(IPPool, config());
     }
     if on(PlatformSource::Cilium) {
-        if served::<CiliumNode>(s.client).await {
+        if wide && served::<CiliumNode>(s.client).await {
             out.cilium_nodes = crd!(CiliumNode, config());
         }
         let ks = Api::<ConfigMap>::namespaced(s.client.clone(), "kube-system");

@@ -309,14 +309,26 @@ impl Wiring<'_> {
     }
 }
 
+/// An empty cache that is ready at once: for what a namespaced install does not read.
+pub(super) fn not_read<K>() -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (store, mut writer) = reflector::store::<K>();
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    store
+}
+
 /// Starts the discovery caches; every change is announced on each of `changed` (one per
-/// controller), which compares the facts before waking anything.
+/// controller), which compares the facts before waking anything. Without `cluster_wide` (a
+/// namespaced install, whose Roles hold in its namespaces only) no cluster-scoped object is
+/// watched: Nodes and ServiceCIDRs stay empty, and discovery says they were not read.
 pub(super) async fn discovery(
     tasks: &mut JoinSet<()>,
     metrics: &Arc<Metrics>,
     client: &Client,
     changed: &[mpsc::UnboundedSender<()>],
-    disabled: &BTreeSet<PlatformSource>,
+    (disabled, cluster_wide): (&BTreeSet<PlatformSource>, bool),
 ) -> Discovery {
     let platform = platform::start(platform::Start {
         tasks,
@@ -324,21 +336,30 @@ pub(super) async fn discovery(
         client,
         changed,
         disabled,
+        cluster_wide,
     })
     .await;
+    if !cluster_wide {
+        tracing::info!(
+            "namespaced install: Nodes, ServiceCIDRs and the platforms' cluster configs are not read"
+        );
+    }
     let c = client.clone();
     let kubernetes = Api::<Service>::namespaced(c.clone(), "default");
     let slices = Api::<EndpointSlice>::namespaced(c.clone(), "default");
     let slice_config = config().labels("kubernetes.io/service-name=kubernetes");
     let kube_system = Api::<ConfigMap>::namespaced(c.clone(), "kube-system");
     Discovery {
-        nodes: cache(
-            tasks,
-            metrics,
-            watcher(Api::<Node>::all(c.clone()), config()),
-            objects::strip_node,
-            ping(changed),
-        ),
+        nodes: match cluster_wide {
+            true => cache(
+                tasks,
+                metrics,
+                watcher(Api::<Node>::all(c.clone()), config()),
+                objects::strip_node,
+                ping(changed),
+            ),
+            false => not_read(),
+        },
         services: cache(
             tasks,
             metrics,
@@ -353,13 +374,16 @@ pub(super) async fn discovery(
             strip,
             ping(changed),
         ),
-        service_cidrs: cache(
-            tasks,
-            metrics,
-            watcher(Api::<ServiceCIDR>::all(c), config()),
-            strip,
-            ping(changed),
-        ),
+        service_cidrs: match cluster_wide {
+            true => cache(
+                tasks,
+                metrics,
+                watcher(Api::<ServiceCIDR>::all(c), config()),
+                strip,
+                ping(changed),
+            ),
+            false => not_read(),
+        },
         config_maps: ["kubeadm-config", "kubelet-config", "coredns"]
             .iter()
             .map(|n| {

@@ -48,7 +48,14 @@ pub struct ClusterInputs {
     pub platform: PlatformInputs,
     /// Operator flags; each wins over the cluster when set.
     pub overrides: Overrides,
+    /// A namespaced install (`run --namespace`): cluster-scoped objects (Nodes, ServiceCIDRs,
+    /// the platforms' cluster configs) are not read, and facts not found say so.
+    pub namespaced_only: bool,
 }
+
+/// Why a namespaced install lacks what only cluster-scoped objects hold.
+pub(crate) const NAMESPACED_ONLY: &str =
+    "not read: a namespaced install (run --namespace) reads nothing cluster-wide";
 
 /// Sources of distributions and network plugins. `None` (or empty) where the API is not
 /// served or the source is switched off; such a source is not named in "not found" messages.
@@ -624,6 +631,12 @@ fn node_addresses(inp: &ClusterInputs) -> Fact {
             }
         }
         count += usize::from(any);
+    }
+    if ips.is_empty() && inp.namespaced_only {
+        let m = format!(
+            "Nodes {NAMESPACED_ONLY}; turn spec.noProxy.discover.nodeAddresses off and list the nodes' networks in spec.noProxy.additional"
+        );
+        return not_found(m, &sk);
     }
     if ips.is_empty() {
         return not_found("no Node has an InternalIP in status.addresses".into(), &sk);

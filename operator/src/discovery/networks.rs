@@ -146,12 +146,14 @@ pub(super) fn service_network(inp: &ClusterInputs, kubeadm: Option<&KubeadmResul
         Ok(fact) => return fact,
         Err(looked) => looked,
     };
-    let objects = if inp.service_cidrs.is_empty() {
-        "no ServiceCIDR object"
+    let objects = if inp.namespaced_only {
+        format!("ServiceCIDRs {}", super::NAMESPACED_ONLY)
+    } else if inp.service_cidrs.is_empty() {
+        "no ServiceCIDR object".to_owned()
     } else {
-        "no ServiceCIDR object has valid spec.cidrs"
+        "no ServiceCIDR object has valid spec.cidrs".to_owned()
     };
-    let base = vec![objects.to_owned(), kubeadm_lacks(kubeadm, "serviceSubnet")];
+    let base = vec![objects, kubeadm_lacks(kubeadm, "serviceSubnet")];
     let hint = service_hint(cloud::platform(&inp.nodes).as_deref());
     not_found(missing(base, looked, hint, "--service-cidr"), &sk)
 }
@@ -218,10 +220,12 @@ pub(super) fn pod_network(inp: &ClusterInputs, kubeadm: Option<&KubeadmResult>) 
         Ok(fact) => return fact,
         Err(looked) => looked,
     };
-    let base = vec![
-        "no Node has spec.podCIDRs".to_owned(),
-        kubeadm_lacks(kubeadm, "podSubnet"),
-    ];
+    let nodes = if inp.namespaced_only {
+        format!("Nodes {}", super::NAMESPACED_ONLY)
+    } else {
+        "no Node has spec.podCIDRs".to_owned()
+    };
+    let base = vec![nodes, kubeadm_lacks(kubeadm, "podSubnet")];
     let hint = pod_hint(cloud::platform(&inp.nodes).as_deref());
     not_found(missing(base, looked, hint, "--pod-cidr"), &sk)
 }

@@ -59,7 +59,46 @@ fn cluster() -> ClusterInputs {
         ],
         platform: PlatformInputs::default(),
         overrides: Overrides::default(),
+        namespaced_only: false,
     }
+}
+
+#[test]
+fn a_namespaced_install_says_what_it_did_not_read() {
+    let inputs = ClusterInputs {
+        namespaced_only: true,
+        ..Default::default()
+    };
+    let f = discover(&inputs);
+    let msg = |f: &Option<Fact>| fact(f).message.clone().unwrap_or_default();
+    let why = "not read: a namespaced install (run --namespace) reads nothing cluster-wide";
+    assert!(
+        msg(&f.node_addresses).starts_with(&format!("Nodes {why}")),
+        "{}",
+        msg(&f.node_addresses)
+    );
+    assert!(
+        msg(&f.pod_network).contains(&format!("Nodes {why}")),
+        "{}",
+        msg(&f.pod_network)
+    );
+    assert!(
+        msg(&f.service_network).contains(&format!("ServiceCIDRs {why}")),
+        "{}",
+        msg(&f.service_network)
+    );
+    // Flags still win.
+    let flagged = ClusterInputs {
+        overrides: Overrides {
+            service_cidrs: vec!["10.43.0.0/16".into()],
+            pod_cidrs: vec!["10.42.0.0/16".into()],
+            ..Default::default()
+        },
+        ..inputs
+    };
+    let f = discover(&flagged);
+    assert_eq!(fact(&f.service_network).values, ["10.43.0.0/16"]);
+    assert_eq!(fact(&f.pod_network).values, ["10.42.0.0/16"]);
 }
 
 fn fact(f: &Option<Fact>) -> &Fact {
@@ -854,6 +893,7 @@ mod prop {
                     kube_dns_args: Some(vals.clone()),
                 },
                 overrides: Overrides { cluster_domain: vals.first().cloned(), ..Default::default() },
+                namespaced_only: false,
             };
             let p = policy_entries(&discover(&c), &NoProxySpec::default());
             for e in &p.entries {
