@@ -204,7 +204,14 @@ wait_for 60 "Ready condition on team-a/outbound" policy_ready
 env_ref() { kubectl get deploy api -n team-a -o jsonpath="{.spec.template.spec.containers[0].env[?(@.name==\"HTTP_PROXY\")].valueFrom.secretKeyRef.$1}"; }
 [[ "$(env_ref name)/$(env_ref key)" == egress-proxy-outbound/slot.main.HTTP_PROXY ]] ||
     fail "the api Deployment's HTTP_PROXY is not the managed Secret's key: '$(env_ref name)/$(env_ref key)'"
-admin() { curl -sf --max-time 5 "http://127.0.0.1:$admin_port$1"; }
+# /metrics answers only a token allowed to get it (--metrics-auth kubernetes, the default).
+kubectl create serviceaccount scraper -n egress-proxy-system >/dev/null
+kubectl create clusterrolebinding scraper-reads-metrics --clusterrole=egress-proxy-operator-metrics-reader \
+    --serviceaccount=egress-proxy-system:scraper >/dev/null
+scraper=$(kubectl create token scraper -n egress-proxy-system)
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$admin_port/metrics")
+[[ $code == 401 ]] || fail "/metrics without a token answers $code, not 401"
+admin() { curl -sf --max-time 5 -H "Authorization: Bearer $scraper" "http://127.0.0.1:$admin_port$1"; }
 [[ "$(admin /readyz)" == "ok (leader)" ]] || fail "/readyz: $(admin /readyz || true)"
 admin /metrics | grep -qx 'egress_proxy_leader 1' || fail "/metrics does not say it leads"
 admin /metrics | grep -q '^egress_proxy_policy_ready{namespace="team-a",policy="outbound"} 1$' ||

@@ -1,6 +1,11 @@
 //! The admin endpoint (`run --admin-addr`): `/healthz` (the process serves), `/readyz` (the
 //! caches have synced and the election's state is known, so a standby is ready too) and
-//! `/metrics` (OpenMetrics text).
+//! `/metrics` (OpenMetrics text), which `--metrics-auth kubernetes` serves only to bearer tokens
+//! allowed to `get /metrics` (`auth`). The probes' paths stay open for the kubelet.
+
+mod auth;
+
+pub use auth::Verdict;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -47,12 +52,30 @@ impl Readiness {
     }
 }
 
+/// Who may read `/metrics`.
+#[derive(Clone)]
+pub enum MetricsAuth {
+    /// Anyone who reaches the port.
+    None,
+    /// Bearer tokens the API server accepts (TokenReview) whose user may `get /metrics`
+    /// (SubjectAccessReview).
+    Kubernetes(Arc<auth::Reviewer>),
+}
+
+impl MetricsAuth {
+    /// Reviews with `client`, which must not be leader-gated.
+    pub fn kubernetes(client: kube::Client) -> MetricsAuth {
+        MetricsAuth::Kubernetes(Arc::new(auth::Reviewer::new(client)))
+    }
+}
+
 /// What the endpoint reports on.
 #[derive(Clone)]
 pub struct Admin {
     pub metrics: Arc<Metrics>,
     pub leadership: Leadership,
     pub readiness: Arc<Readiness>,
+    pub metrics_auth: MetricsAuth,
 }
 
 impl Admin {
@@ -75,7 +98,8 @@ impl Admin {
             let admin = self.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req| {
-                    std::future::ready(Ok::<_, Infallible>(admin.answer(&req)))
+                    let admin = admin.clone();
+                    async move { Ok::<_, Infallible>(admin.answer(&req).await) }
                 });
                 // A client that never finishes its request headers is dropped.
                 let conn = http1::Builder::new()
@@ -89,7 +113,7 @@ impl Admin {
         }
     }
 
-    fn answer(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn answer(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return reply(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -100,11 +124,43 @@ impl Admin {
         match req.uri().path() {
             "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
             "/readyz" => self.readyz(),
-            "/metrics" => {
-                let body = self.metrics.encode(self.leadership.is_leader());
-                reply(StatusCode::OK, OPENMETRICS, body)
-            }
+            "/metrics" => match self.authorize(req.headers()).await {
+                Some(refused) => refused,
+                None => {
+                    let body = self.metrics.encode(self.leadership.is_leader());
+                    reply(StatusCode::OK, OPENMETRICS, body)
+                }
+            },
             _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+        }
+    }
+
+    /// The answer refusing a `/metrics` request, or `None` to serve it.
+    async fn authorize(&self, headers: &http::HeaderMap) -> Option<Response<Full<Bytes>>> {
+        let MetricsAuth::Kubernetes(reviewer) = &self.metrics_auth else {
+            return None;
+        };
+        let text = "text/plain";
+        match reviewer.check(headers).await {
+            Ok(Verdict::Allowed) => None,
+            Ok(Verdict::Unauthenticated) => {
+                let body = "Unauthorized: a bearer token the API server accepts is required\n";
+                let mut r = reply(StatusCode::UNAUTHORIZED, text, body.into());
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer realm=\"egress-proxy-operator\""),
+                );
+                Some(r)
+            }
+            Ok(Verdict::Forbidden) => {
+                let body = "Forbidden: the token's user may not get /metrics\n";
+                Some(reply(StatusCode::FORBIDDEN, text, body.into()))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "admin endpoint: could not authorize a /metrics request");
+                let body = "the token could not be reviewed; see the operator's log\n";
+                Some(reply(StatusCode::SERVICE_UNAVAILABLE, text, body.into()))
+            }
         }
     }
 

@@ -1,7 +1,9 @@
 //! Leader election and the admin endpoint, with the operator binary: two instances share
 //! one Lease; only the leader writes, a standby takes over after a kill -9 or a SIGTERM
 //! without rolling anything twice, and a leader that loses the Lease stops writing. Each
-//! instance's /metrics is parsed by the OpenMetrics reference parser.
+//! instance's /metrics is parsed by the OpenMetrics reference parser. Under
+//! `--metrics-auth kubernetes` (the default), /metrics answers only a bearer token allowed to
+//! get it, while the probes' paths stay open.
 
 mod common;
 
@@ -80,7 +82,12 @@ struct Instance {
 }
 
 impl Instance {
+    /// An instance whose /metrics is open (the election tests scrape it without a token).
     fn start(env: &Env, dir: &Path, name: &'static str) -> Instance {
+        Self::start_with(env, dir, name, &["--metrics-auth", "none"])
+    }
+
+    fn start_with(env: &Env, dir: &Path, name: &'static str, extra: &[&str]) -> Instance {
         let kubeconfig = dir.join("kubeconfig");
         env.sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let admin = free_port();
@@ -97,6 +104,7 @@ impl Instance {
                 "1",
             ])
             .args(["--instance", name, "--admin-addr", &admin.to_string()])
+            .args(extra)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .stdout(out.try_clone().expect("log"))
@@ -113,7 +121,12 @@ impl Instance {
     }
 
     async fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(self.admin, path).await
+        http_get(self.admin, path, None).await
+    }
+
+    /// GET with `Authorization: Bearer <token>`.
+    async fn get_as(&self, path: &str, token: &str) -> Option<(u16, String)> {
+        http_get(self.admin, path, Some(token)).await
     }
 
     async fn metrics(&self) -> String {
@@ -168,10 +181,13 @@ fn free_port() -> SocketAddr {
     l.local_addr().expect("addr")
 }
 
-/// GET over a fresh connection: status code and body.
-async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+/// GET over a fresh connection, with a bearer token if given: status code and body.
+async fn http_get(addr: SocketAddr, path: &str, token: Option<&str>) -> Option<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: admin\r\n{auth}Connection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.ok()?;
@@ -636,4 +652,85 @@ async fn a_leader_cut_off_from_the_api_stops_at_its_deadline_and_starts_a_new_te
     })
     .await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped ClusterRole that lets a scraper get /metrics, from deploy/rbac.yaml.
+fn metrics_reader_role() -> &'static str {
+    include_str!("../../deploy/rbac.yaml")
+        .split("\n---\n")
+        .find(|d| d.contains("name: egress-proxy-operator-metrics-reader"))
+        .expect("deploy/rbac.yaml has the metrics-reader ClusterRole")
+}
+
+/// A scraper bound to the metrics-reader role, and an account bound to nothing.
+const SCRAPERS: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: scraper, namespace: operators}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: stranger, namespace: operators}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: scraper-reads-metrics}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: egress-proxy-operator-metrics-reader}
+subjects: [{kind: ServiceAccount, name: scraper, namespace: operators}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answer_only_a_token_allowed_to_get_them_and_the_probes_stay_open() {
+    let dir = temp_dir("metrics-auth");
+    let env = Env::new(&fixture(1, 1)).await;
+    env.sim.apply_yaml(metrics_reader_role()).expect("role");
+    env.sim.apply_yaml(SCRAPERS).expect("scrapers");
+    let scraper = env.sim.service_account_token(LEASE_NS, "scraper");
+    let stranger = env.sim.service_account_token(LEASE_NS, "stranger");
+    // No --metrics-auth: the default is kubernetes.
+    let inst = Instance::start_with(&env, &dir, "op-auth", &[]);
+    wait_reason(&env, NS, "outbound", "Reconciled").await;
+    eventually("/readyz open", || async {
+        inst.get("/readyz").await.filter(|(c, _)| *c == 200)
+    })
+    .await;
+    assert_eq!(inst.get("/healthz").await.map(|r| r.0), Some(200));
+    let code = |r: Option<(u16, String)>| r.map(|r| r.0);
+    assert_eq!(code(inst.get("/metrics").await), Some(401), "no token");
+    assert_eq!(
+        code(inst.get_as("/metrics", "not-a-token").await),
+        Some(401),
+        "a token the API server does not accept"
+    );
+    assert_eq!(
+        code(inst.get_as("/metrics", &stranger).await),
+        Some(403),
+        "a valid token of an account bound to nothing\n{}",
+        inst.log_text()
+    );
+    let (status, body) = inst.get_as("/metrics", &scraper).await.expect("answer");
+    assert_eq!(status, 200, "{body}\n{}", inst.log_text());
+    assert_openmetrics(&body, true);
+    // Cached: the next scrapes answer the same without new reviews.
+    let reviews =
+        || env.count("create", "tokenreviews") + env.count("create", "subjectaccessreviews");
+    let before = reviews();
+    assert_eq!(
+        before,
+        3 + 2,
+        "one TokenReview per token, one SubjectAccessReview per user"
+    );
+    for _ in 0..3 {
+        assert_eq!(code(inst.get_as("/metrics", &scraper).await), Some(200));
+        assert_eq!(code(inst.get_as("/metrics", &stranger).await), Some(403));
+    }
+    assert_eq!(
+        reviews(),
+        before,
+        "scrapes within the cache's time ask nothing"
+    );
+    let log = inst.log_text();
+    for t in [&scraper, &stranger] {
+        assert!(!log.contains(t.as_str()), "a token in the log");
+    }
 }

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import textwrap
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -30,7 +31,13 @@ RELEASED = [
     ("rolebinding", "kube-system", f"{RELEASE}-discovery"),
     ("role", NAMESPACE, f"{RELEASE}-leader"),
     ("rolebinding", NAMESPACE, f"{RELEASE}-leader"),
+    ("clusterrole", "", f"{RELEASE}-metrics-auth"),
+    ("clusterrolebinding", "", f"{RELEASE}-metrics-auth"),
+    ("clusterrole", "", f"{RELEASE}-metrics-reader"),
+    ("clusterrolebinding", "", f"{RELEASE}-metrics-reader"),
 ]
+# An account of the cluster's monitoring, bound to the metrics-reader role by metrics.readers.
+SCRAPER = "scraper"
 
 
 def ref(kind: str, namespace: str, name: str) -> list[str]:
@@ -40,7 +47,8 @@ def ref(kind: str, namespace: str, name: str) -> list[str]:
 class Release:
     def __init__(self, kubectl: Kubectl, admin_port: int, binary: Path, workdir: Path):
         self.kubectl = kubectl
-        self.values = {"admin": {"port": admin_port}}
+        self.values = {"admin": {"port": admin_port}, "metrics": {"auth": "kubernetes", "readers": [
+            {"kind": "ServiceAccount", "name": SCRAPER, "namespace": "default"}]}}
         self.admin_port = admin_port
         self.binary = binary
         self.workdir = workdir
@@ -147,8 +155,16 @@ class Operator:
 
     def healthy(self, proc: subprocess.Popen, pod_name: str) -> None:
         base = f"http://127.0.0.1:{self.release.admin_port}"
-        for path in ("/healthz", "/readyz", "/metrics"):
-            wait_for(f"{path} 200", lambda p=path: alive(proc) and http_ok(base + p), timeout=60)
+        for path in ("/healthz", "/readyz"):
+            wait_for(f"{path} 200", lambda p=path: alive(proc) and http_status(base + p) == 200, timeout=60)
+        # /metrics: reviewed with the chart's RBAC; a token of metrics.readers' account only.
+        expect(http_status(base + "/metrics") == 401, "/metrics without a token")
+        self.kubectl.run("create", "serviceaccount", SCRAPER, "-n", "default")
+        self.kubectl.run("create", "serviceaccount", "stranger", "-n", "default")
+        stranger = self.kubectl.token("default", "stranger")
+        expect(http_status(base + "/metrics", stranger) == 403, "/metrics with an unbound account's token")
+        scraper = self.kubectl.token("default", SCRAPER)
+        expect(http_status(base + "/metrics", scraper) == 200, "/metrics with the reader's token")
         lease = wait_for("the leader Lease", lambda: self.kubectl.exists("lease", RELEASE, "-n", NAMESPACE))
         holder = self.kubectl.get("lease", RELEASE, "-n", NAMESPACE)["spec"].get("holderIdentity")
         # The identity is POD_NAME and a per-process suffix, as client-go's elector makes it.
@@ -189,13 +205,17 @@ def alive(proc: subprocess.Popen) -> bool:
     return True
 
 
-def http_ok(url: str) -> bool:
+def http_status(url: str, token: str | None = None) -> int | None:
+    """The status code of a GET, with a bearer token if given; None when nothing answers."""
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with direct.open(url, timeout=2) as r:
-            return r.status == 200
+        with direct.open(urllib.request.Request(url, headers=headers), timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
     except OSError:
-        return False
+        return None
 
 
 def stop(proc: subprocess.Popen) -> None:

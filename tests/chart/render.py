@@ -41,7 +41,8 @@ RBAC_HEADER = """\
 # stolen token of this account can and cannot do (measured), are in docs/security.md.
 #
 # Cluster-wide it may only read: its policies (and write their status and finalizer), the
-# opt-in labels of Namespaces, workloads, Nodes and ServiceCIDRs; and create Events.
+# opt-in labels of Namespaces, workloads, Nodes and ServiceCIDRs; and create Events, and
+# TokenReviews and SubjectAccessReviews (who may scrape /metrics).
 # It may not read any Secret or ConfigMap cluster-wide and may write nothing in a namespace
 # until that namespace's admin binds the tenant role below there (deploy/tenant.yaml), and it
 # may read a Secret of another namespace only when the Secret's owner grants that one Secret
@@ -66,6 +67,7 @@ EXPECTED_ARGS = [
     "--leader-elect",
     "--lease-name=egress-proxy-operator",
     "--admin-addr=0.0.0.0:8080",
+    "--metrics-auth=kubernetes",
     "--probe-image=egress-proxy-operator:0.1.0",
     "--namespace-selector=egressproxy.io/enabled=true",
     "--log-format=json",
@@ -130,9 +132,15 @@ def schema_is_strict() -> None:
             {"networkPolicy": {"enabled": True, "apiServer": [{"cidr": "10.0.0.1/32"}]}},
         ):
             fails(lambda b=bad: chart.validate_schema(b), helm.HelmValuesError, f"values {bad}")
+    fails(lambda: chart_schema({"metrics": {"auth": "open"}}), helm.HelmValuesError, "metrics.auth open")
     fails(lambda: render({"leaderElection": {"enabled": False}}), helm.HelmError, "2 replicas, no election")
     fails(lambda: render({"networkPolicy": {"enabled": True}}), helm.HelmError, "netpol without API server")
     render({"leaderElection": {"enabled": False}, "replicaCount": 1})
+
+
+def chart_schema(values: dict) -> None:
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema(values)
 
 
 def the_crd_is_the_generated_one() -> None:
@@ -233,7 +241,8 @@ def values_reach_the_objects() -> None:
     pod = one(objs, "Deployment")["spec"]["template"]
     c = pod["spec"]["containers"][0]
     expect(c["args"] == [
-        "run", "--admin-addr=0.0.0.0:8080", "--probe-image=registry.local/epo-probe:1",
+        "run", "--admin-addr=0.0.0.0:8080", "--metrics-auth=kubernetes",
+        "--probe-image=registry.local/epo-probe:1",
         "--namespace=team-a", "--namespace=team-b",
         "--cluster-domain=corp.local", "--service-cidr=10.96.0.0/12", "--pod-cidr=10.244.0.0/16",
         "--pod-cidr=fd00::/48", "--log-level=debug", "--log-format=text", "--workers=4",
@@ -289,6 +298,91 @@ def discovery_sources_switch_flags_and_rbac() -> None:
     expect("/pods" not in system and "apps/deployments" in system, f"{system}")
 
 
+def rules_of(obj: dict) -> list[tuple[str, str, str]]:
+    """(group or URL, resource, verb) of every rule of a Role or ClusterRole."""
+    out = []
+    for r in obj["rules"]:
+        for verb in r["verbs"]:
+            for url in r.get("nonResourceURLs", []):
+                out.append((url, "", verb))
+            for g in r.get("apiGroups", []):
+                out.extend((g, res, verb) for res in r["resources"])
+    return sorted(out)
+
+
+def bound_to(objs: list[dict], kind: str, role: str) -> list[dict]:
+    return [b for b in find(objs, kind) if b["roleRef"]["name"] == role]
+
+
+def metrics_need_a_reviewed_token() -> None:
+    sa = {"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}
+    objs = objects()
+    auth = one(objs, "ClusterRole", f"{RELEASE}-metrics-auth")
+    expect(rules_of(auth) == [("authentication.k8s.io", "tokenreviews", "create"),
+                              ("authorization.k8s.io", "subjectaccessreviews", "create")], str(auth))
+    (crb,) = bound_to(objs, "ClusterRoleBinding", f"{RELEASE}-metrics-auth")
+    expect(crb["subjects"] == [sa], str(crb["subjects"]))
+    reader = one(objs, "ClusterRole", f"{RELEASE}-metrics-reader")
+    expect(rules_of(reader) == [("/metrics", "", "get")], str(reader))
+    expect(not bound_to(objs, "ClusterRoleBinding", f"{RELEASE}-metrics-reader"), "reader bound by default")
+    main = one(objs, "ClusterRole", RELEASE)
+    expect(not [r for r in rules_of(main) if "review" in r[1]], "reviews in the main role")
+
+    readers = [{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}]
+    objs = objects({"metrics": {"auth": "kubernetes", "readers": readers,
+                                "serviceMonitor": {"enabled": True}}})
+    expect([b["subjects"] for b in bound_to(objs, "ClusterRoleBinding", f"{RELEASE}-metrics-reader")]
+           == [readers, [{"kind": "ServiceAccount", "name": f"{RELEASE}-metrics-scraper",
+                          "namespace": NAMESPACE}]], "readers and the scraper")
+    secret = one(objs, "Secret", f"{RELEASE}-metrics-scraper")
+    expect(secret["type"] == "kubernetes.io/service-account-token", str(secret))
+    expect(secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": f"{RELEASE}-metrics-scraper"},
+           str(secret["metadata"]))
+    scraper = one(objs, "ServiceAccount", f"{RELEASE}-metrics-scraper")
+    expect(scraper["automountServiceAccountToken"] is False, "the scraper's token is not mounted")
+    endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
+    expect(endpoint["authorization"] == {"type": "Bearer", "credentials":
+                                         {"name": f"{RELEASE}-metrics-scraper", "key": "token"}}, str(endpoint))
+    expect("bearerTokenFile" not in endpoint, str(endpoint))
+
+    token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    objs = objects({"metrics": {"auth": "kubernetes", "serviceMonitor": {"enabled": True, "bearerTokenFile": token_file}}})
+    endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
+    expect(endpoint.get("bearerTokenFile") == token_file and "authorization" not in endpoint, str(endpoint))
+    expect(not find(objs, "Secret") and not find(objs, "ServiceAccount", f"{RELEASE}-metrics-scraper"), "scraper")
+
+    objs = objects({"metrics": {"auth": "none", "serviceMonitor": {"enabled": True}}})
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    expect("--metrics-auth=none" in args and "--metrics-auth=kubernetes" not in args, str(args))
+    for role in ("metrics-auth", "metrics-reader"):
+        expect(not find(objs, "ClusterRole", f"{RELEASE}-{role}"), f"{role} with auth none")
+    endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
+    expect("authorization" not in endpoint and "bearerTokenFile" not in endpoint, str(endpoint))
+    expect(not find(objs, "Secret"), "a scraper token with auth none")
+
+
+def namespaced_install_grants_nothing_cluster_wide_to_workloads() -> None:
+    objs = objects({"watchNamespaces": ["team-a", "team-b"]})
+    expect(not bound_to(objs, "ClusterRoleBinding", RELEASE),
+           "a ClusterRoleBinding of the operator's workload ClusterRole in a namespaced install")
+    where = sorted((b["metadata"]["namespace"], b["metadata"]["name"])
+                   for b in bound_to(objs, "RoleBinding", RELEASE))
+    expect(where == [("team-a", f"{RELEASE}-watch"), ("team-b", f"{RELEASE}-watch")], str(where))
+    cluster_scoped = {"namespaces", "nodes", "servicecidrs", "networks", "infrastructures", "ippools",
+                      "ciliumnodes"}
+    rules = rules_of(one(objs, "ClusterRole", RELEASE))
+    expect(not [r for r in rules if r[1] in cluster_scoped], f"cluster-scoped rules: {rules}")
+    # Only the reviews of /metrics are cluster-wide (they are cluster-scoped).
+    crbs = sorted(b["roleRef"]["name"] for b in find(objs, "ClusterRoleBinding"))
+    expect(crbs == [f"{RELEASE}-metrics-auth"], str(crbs))
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    expect("--namespace=team-a" in args and "--namespace=team-b" in args, str(args))
+    # Cluster-wide: one binding, no RoleBinding of the role.
+    objs = objects()
+    expect(len(bound_to(objs, "ClusterRoleBinding", RELEASE)) == 1, "cluster-wide binding")
+    expect(not bound_to(objs, "RoleBinding", RELEASE), "RoleBindings of the role cluster-wide")
+
+
 def notes_tell_how_to_opt_in() -> None:
     notes = render()[f"{RELEASE}/templates/NOTES.txt"]
     for needle in ("kubectl label namespace team-a egressproxy.io/enabled=true",
@@ -301,5 +395,6 @@ def run_all() -> None:
                deploy_rbac_is_the_chart_rendering, deploy_admission_is_the_chart_rendering,
                default_deployment, default_objects,
                values_reach_the_objects, discovery_sources_switch_flags_and_rbac,
+               metrics_need_a_reviewed_token, namespaced_install_grants_nothing_cluster_wide_to_workloads,
                notes_tell_how_to_opt_in):
         check(fn.__name__, fn)

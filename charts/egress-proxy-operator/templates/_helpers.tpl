@@ -56,6 +56,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - {{ printf "--lease-name=%s" (include "epo.fullname" .) | quote }}
 {{- end }}
 - {{ printf "--admin-addr=0.0.0.0:%v" .Values.admin.port | quote }}
+- {{ printf "--metrics-auth=%s" .Values.metrics.auth | quote }}
 - {{ printf "--probe-image=%s" (include "epo.probeImage" .) | quote }}
 {{- if .Values.watchNamespaces }}
 {{- range .Values.watchNamespaces }}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::admin::{Admin, Readiness};
+use crate::admin::{Admin, MetricsAuth, Readiness};
 use crate::controller::{self, Settings};
 use crate::discovery::{Overrides, PlatformSource};
 use crate::leader::elector::Elector;
@@ -62,6 +62,12 @@ pub struct RunArgs {
     /// Serve /healthz, /readyz and /metrics (OpenMetrics) on this address, e.g. 0.0.0.0:8080.
     #[arg(long, value_name = "ADDR")]
     pub admin_addr: Option<std::net::SocketAddr>,
+    /// Who may read /metrics: `kubernetes` serves it only to a bearer token the API server
+    /// accepts (TokenReview) whose user may `get` the non-resource URL /metrics
+    /// (SubjectAccessReview); `none` serves it to anyone who reaches the port. /healthz and
+    /// /readyz are always open.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = MetricsAuthMode::Kubernetes)]
+    pub metrics_auth: MetricsAuthMode,
     /// The image of the probe Jobs that verify policies with `spec.verification` (the
     /// operator's own image: it runs `egress-proxy-operator probe`). Unset: such policies
     /// report VerificationFailed and switch nothing.
@@ -69,6 +75,15 @@ pub struct RunArgs {
     pub probe_image: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// `--metrics-auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricsAuthMode {
+    /// TokenReview and SubjectAccessReview for `get /metrics`.
+    Kubernetes,
+    /// No check.
+    None,
 }
 
 /// Leader election flags.
@@ -211,8 +226,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--admin-addr {addr}"))?;
-            tracing::info!(%addr, "admin endpoint: /healthz /readyz /metrics");
-            let admin = Admin { metrics: metrics.clone(), leadership: leadership.clone(), readiness: readiness.clone() };
+            let metrics_auth = match args.metrics_auth {
+                // Its own client: reviews are creates every replica makes, not writes to gate.
+                MetricsAuthMode::Kubernetes => MetricsAuth::kubernetes(kube::Client::try_from(config.clone())?),
+                MetricsAuthMode::None => MetricsAuth::None,
+            };
+            tracing::info!(%addr, metrics_auth = ?args.metrics_auth, "admin endpoint: /healthz /readyz /metrics");
+            let admin = Admin { metrics: metrics.clone(), leadership: leadership.clone(), readiness: readiness.clone(), metrics_auth };
             tokio::spawn(admin.serve(listener, std::future::pending()));
         }
         let (stop_elector, elector) = if elect {
