@@ -871,6 +871,21 @@ fn attempts() -> Vec<Attempt> {
             false,
         ),
         (
+            "validate a token it holds: create a TokenReview",
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            Some(json!({"spec": {"token": "not-a-token"}})),
+            true,
+        ),
+        (
+            "ask what another user may do: create a SubjectAccessReview",
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            Some(json!({"spec": {"user": "alice",
+                "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})),
+            true,
+        ),
+        (
             "create the leader-election Lease in the operator's namespace",
             "POST",
             "/apis/coordination.k8s.io/v1/namespaces/egress-proxy-system/leases",
