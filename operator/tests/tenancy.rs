@@ -375,6 +375,9 @@ const PROBE_JOB_REFUSALS: &[(&str, Edit)] = &[
         let env = probe_container(j)["env"].as_array_mut().unwrap();
         env.push(json!({"name": "LD_PRELOAD", "value": "/tmp/x.so"}))
     }),
+    ("keep a probe Job from going away (a finalizer)", |j| {
+        j["metadata"]["finalizers"] = json!(["example.com/keep"])
+    }),
     ("run a probe Job that no policy owns", |j| {
         j["metadata"]
             .as_object_mut()
