@@ -456,7 +456,7 @@ async fn the_binary_runs_namespaced_with_only_the_charts_namespaced_rbac() {
     );
     let denied: Vec<&str> = logs
         .lines()
-        .filter(|l| l.contains("403") || l.to_lowercase().contains("forbidden"))
+        .filter(|l| l.contains("status_code=403") || l.to_lowercase().contains("forbidden"))
         .collect();
     assert!(
         denied.is_empty(),
