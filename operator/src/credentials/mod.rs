@@ -334,6 +334,18 @@ mod tests {
     }
 
     #[test]
+    fn a_password_with_shell_code_is_written_encoded() {
+        let url = b"http://svc:x$(touch$IFS'PWNED')@proxy.corp.example:3128";
+        let d = data(&[("httpProxy", url), ("httpsProxy", url)]);
+        let urls = parse_source("ns/s", Some(&d)).unwrap();
+        let written = "http://svc:x%24%28touch%24IFS%27PWNED%27%29@proxy.corp.example:3128";
+        assert_eq!(
+            (urls.http_proxy.as_str(), urls.https_proxy.as_str()),
+            (written, written)
+        );
+    }
+
+    #[test]
     fn missing_and_non_utf8() {
         let err = parse_source("ns/s", None).unwrap_err();
         assert_eq!(
