@@ -410,13 +410,14 @@ async fn a_rotation_does_not_switch_to_a_slot_the_proxy_rejects() {
         (slot(&w).await.as_deref() == Some("slot.green.HTTPS_PROXY")).then_some(())
     })
     .await;
-    let p = w.policy().await;
-    let v = p
-        .status
-        .as_ref()
-        .and_then(|s| s.verification.clone())
-        .expect("verification");
-    assert!(v.passed && v.slot == "green", "{v:#?}");
+    // Status is written after the workloads of the same reconcile (docs/verification.md):
+    // wait for the run of the green slot there, then check it passed.
+    let v = eventually("the green slot's run in status", || async {
+        let v = w.policy().await.status?.verification?;
+        (v.slot == "green").then_some(v)
+    })
+    .await;
+    assert!(v.passed, "{v:#?}");
     let secret = Api::<Secret>::namespaced(w.env.client.clone(), NS);
     assert!(
         secret
