@@ -1245,19 +1245,17 @@ async fn an_unreachable_api_strips_nothing_and_recovers() {
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     let before = env.deployment("team-a", "api").await;
 
-    // Workload writes fail for a while: the failure is reported, nothing is stripped.
-    env.sim.inject_fault(
-        kube_sim::hooks::FaultRule::new(
-            Some("patch"),
-            Some("deployments"),
-            kube_sim::hooks::Fault::Status {
-                // 500: kube-rs retries a 503 by itself.
-                code: 500,
-                retry_after_seconds: None,
-            },
-        )
-        .times(3),
-    );
+    // Workload writes fail until the test has looked: the failure is reported, nothing is
+    // stripped. (A fault that ends by itself could let a retry land before the look.)
+    env.sim.inject_fault(kube_sim::hooks::FaultRule::new(
+        Some("patch"),
+        Some("deployments"),
+        kube_sim::hooks::Fault::Status {
+            // 500: kube-rs retries a 503 by itself.
+            code: 500,
+            retry_after_seconds: None,
+        },
+    ));
     env.set_secret(
         "team-a",
         "egress-proxy",
@@ -1274,6 +1272,7 @@ async fn an_unreachable_api_strips_nothing_and_recovers() {
         template(&env.deployment("team-a", "api").await),
         template(&before)
     );
+    env.sim.clear_faults();
     let after = eventually("new config once writes work again", || async {
         let d = env.deployment("team-a", "api").await;
         (hash(&d) != hash(&before)).then_some(d)
