@@ -949,7 +949,9 @@ async fn runs_with_exactly_the_shipped_rbac() {
     wait_reason(&env, "team-a", "outbound", "NamespaceNotAuthorized").await;
     assert_eq!(hash(&env.deployment("team-a", "api").await), None);
     // The refused watches of the namespace retry with backoff; a retry refused again is no
-    // change of access and wakes nobody.
+    // change of access and wakes nobody: some stretch of two refused retries passes without
+    // a reconcile. (Other wakes, such as the first reconcile's own status write, may fall
+    // into one stretch on a busy machine; a retry that woke the policy falls into every one.)
     let count = |name: &str, label: &str| {
         let text = metrics.encode(true);
         let line = text
@@ -958,24 +960,28 @@ async fn runs_with_exactly_the_shipped_rbac() {
         line.and_then(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    let reconciles = || count("egress_proxy_reconciles_total", "result=\"success\"");
-    let before = reconciles();
-    let touch = json!({"metadata": {"annotations": {"touch": "1"}}});
-    env.patch_policy("team-a", "outbound", touch).await;
-    eventually("a reconcile after the touch", || async {
-        (reconciles() > before).then_some(())
-    })
-    .await;
-    let (before, retries) = (
-        reconciles(),
-        count("egress_proxy_watch_restarts_total", "kind=\"Secret\""),
-    );
-    eventually("two more refused retries", || async {
-        (count("egress_proxy_watch_restarts_total", "kind=\"Secret\"") >= retries + 2.0)
-            .then_some(())
-    })
-    .await;
-    assert_eq!(reconciles(), before, "a refused retry woke the policy");
+    let seen = || {
+        (
+            count("egress_proxy_reconciles_total", "result=\"success\""),
+            count("egress_proxy_watch_restarts_total", "kind=\"Secret\""),
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let mut stretch = seen();
+    loop {
+        let now = seen();
+        if now.1 >= stretch.1 + 2.0 {
+            if now.0 == stretch.0 {
+                break;
+            }
+            stretch = now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a refused retry woke the policy: every stretch of two retries had a reconcile"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     env.sim
         .apply_yaml(include_str!("../../deploy/tenant.yaml"))
         .unwrap();
