@@ -2,8 +2,13 @@
 # The project's test command (README "Run the tests"): workspace tests, then the conformance run
 # of the NO_PROXY engine against the real HTTP clients, which installs what it needs.
 # Needs root (apt-get, network namespaces), as on the project's machines and CI.
+#   scripts/test.sh                   everything
+#   scripts/test.sh --workspace-only  the set-up and `cargo test --workspace` only (what
+#                                     scripts/stress-test.sh repeats under load)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+workspace_only=false
+[[ ${1:-} == --workspace-only ]] && workspace_only=true
 
 started=$SECONDS
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/egress-proxy-operator"
@@ -20,7 +25,12 @@ command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq l
 { command -v tinyproxy && command -v squid && command -v socat && command -v curl; } >/dev/null || { apt-get update -qq && apt-get install -y -qq tinyproxy squid socat curl >/dev/null; }
 # systemd-analyze, which checks the rendered containerd drop-in (operator/tests/render_consumers.rs).
 command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd >/dev/null; }
-cargo test --workspace --locked
+# --no-fail-fast: a failing test binary does not hide the failures of the ones after it.
+cargo test --workspace --locked --no-fail-fast
+if $workspace_only; then
+    echo "workspace tests: $((SECONDS - started)) s"
+    exit 0
+fi
 # The conformance run uses the binary the tests just built.
 cargo build --locked -p egress-proxy-operator
 EPO_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/egress-proxy-operator" bash tests/conformance/run.sh
