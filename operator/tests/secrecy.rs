@@ -191,7 +191,20 @@ spec:
         json!({"httpProxy": format!("http://svc-user:{SENTINEL}3@proxy.corp.example:3128")}),
     )
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The change made during the outage reaches the managed Secret once the API is back.
+    let third = format!("{SENTINEL}3");
+    eventually("the new password in the managed Secret", || async {
+        let managed =
+            Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), "team-s")
+                .get_opt("egress-proxy-outbound")
+                .await
+                .ok()??;
+        let data = managed.data.unwrap_or_default();
+        data.values()
+            .any(|v| String::from_utf8_lossy(&v.0).contains(&third))
+            .then_some(())
+    })
+    .await;
     wait_reason(&env, "team-s", "outbound", "Reconciled").await;
     // Status and Events of the whole run, before the policy goes.
     let statuses = dump::<egress_proxy_operator::api::EgressProxyPolicy>(&env).await;
