@@ -1,6 +1,7 @@
 //! egress-proxy-operator: computes NO_PROXY from the live cluster, writes it in the dialect each
 //! HTTP client understands, and wires proxy credentials into selected workloads.
 
+pub mod activity;
 pub mod admin;
 pub mod api;
 pub mod cli;

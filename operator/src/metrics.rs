@@ -3,7 +3,7 @@
 //! policy (never per workload).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::activity::{Activity, Started};
 use crate::api::{EgressProxyPolicy, EgressProxyPolicyStatus, RotationPhase};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -91,6 +92,8 @@ pub struct Metrics {
     /// The policies listed since the policy watch started a re-list.
     /// Per policy watch in a re-list (its namespace; `None`: cluster-wide), what it listed.
     relist: Mutex<BTreeMap<Option<String>, BTreeSet<PolicyId>>>,
+    /// What the caches applied and which reconciles ran; kept only when asked for.
+    activity: Option<Arc<Activity>>,
 }
 
 impl Default for Metrics {
@@ -115,6 +118,7 @@ impl Metrics {
             slot: Family::default(),
             policies: Mutex::default(),
             relist: Mutex::default(),
+            activity: None,
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -173,6 +177,42 @@ impl Metrics {
             m.workloads.get_or_create(&State { state }).set(0);
         }
         Metrics { registry, ..m }
+    }
+
+    /// Metrics that also keep `activity` (see [`Activity`]).
+    pub fn recording(activity: Arc<Activity>) -> Metrics {
+        Metrics {
+            activity: Some(activity),
+            ..Metrics::new()
+        }
+    }
+
+    /// The [`Activity`] these metrics keep, if any.
+    pub fn activity(&self) -> Option<&Arc<Activity>> {
+        self.activity.as_ref()
+    }
+
+    /// A cache applied an object: recorded if this keeps [`Activity`].
+    pub(crate) fn applied<K: kube::Resource<DynamicType = ()>>(&self, o: &K, deleted: bool) {
+        if let Some(a) = &self.activity {
+            let m = o.meta();
+            let ns = m.namespace.as_deref().unwrap_or_default();
+            let name = m.name.as_deref().unwrap_or_default();
+            let rv = m.resource_version.as_deref();
+            a.applied(&K::kind(&()), ns, name, rv, deleted);
+        }
+    }
+
+    /// A reconcile starts; hand the result to [`Metrics::finished`].
+    pub(crate) fn starting(&self) -> Option<Started> {
+        self.activity.as_ref().map(|a| a.started())
+    }
+
+    /// The reconcile of `policy` begun at `start` ended.
+    pub(crate) fn finished(&self, policy: (&str, &str), start: Option<Started>) {
+        if let (Some(a), Some(start)) = (&self.activity, start) {
+            a.finished(policy, start);
+        }
     }
 
     /// One reconcile finished: `category` is `None` on success.

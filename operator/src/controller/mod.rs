@@ -408,6 +408,7 @@ fn saw_policy(
         watcher::Event::InitDone => return metrics.relisted(scope),
     };
     let key = (p.namespace().unwrap_or_default(), p.name_any());
+    metrics.applied(p, matches!(seen, Seen::Deleted));
     let kept = matches!(seen, Seen::Applied(_)).then_some(p);
     metrics.saw_policy(&key.0, &key.1, kept);
     recent.saw_policy(&key, seen);

@@ -73,6 +73,7 @@ pub(super) async fn reconcile(
         return Ok(Action::await_change());
     }
     let started = std::time::Instant::now();
+    let pass = ctx.settings.metrics.starting();
     let key = (ns.clone(), policy.name_any());
     let ex = Executor {
         caches: ctx.tenancy.managed(&ns),
@@ -91,6 +92,7 @@ pub(super) async fn reconcile(
             ctx.settings.metrics.reconciled(started.elapsed(), category);
         }
     }
+    ctx.settings.metrics.finished((&key.0, &key.1), pass);
     if result.is_ok() {
         ctx.recent.succeeded(&key);
     }

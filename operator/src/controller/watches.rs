@@ -191,7 +191,12 @@ where
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             match item {
-                Ok(e) => on_event(&e),
+                Ok(e) => {
+                    if let Some((o, deleted)) = touched(&e) {
+                        metrics.applied(o, deleted);
+                    }
+                    on_event(&e)
+                }
                 Err(e) => {
                     metrics.watch_restarted(&kind);
                     on_error(&kind, &e)
