@@ -199,25 +199,26 @@ async fn a_cron_job_gets_the_variables_and_its_running_jobs_are_reported_untouch
     );
 
     // Nothing changed: nothing is written.
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let (writes, patches) = (env.operator_writes(), env.count("patch", "cronjobs"));
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     assert_eq!(env.operator_writes(), writes, "an idle policy wrote");
 
     // A new password: the CronJob's template is written once, and nothing else.
-    env.set_secret(
-        "team-a",
-        "egress-proxy",
-        json!({"httpProxy": "http://team-a:second-password@proxy.corp.example:3128"}),
-    )
-    .await;
+    let changed = env
+        .set_secret(
+            "team-a",
+            "egress-proxy",
+            json!({"httpProxy": "http://team-a:second-password@proxy.corp.example:3128"}),
+        )
+        .await;
     let cj = eventually("nightly re-hashed", || async {
         let c = cron_job(&env, "nightly").await;
         (cj_hash(&c).as_deref() != Some(first.as_str())).then_some(c)
     })
     .await;
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.looked(OUTBOUND, &[mark(&changed)]).await;
     assert_eq!(env.count("patch", "cronjobs"), patches + 1, "one write");
     assert_eq!(env.count("patch", "jobs"), 0, "Jobs are never written");
     let after = versions(jobs.list(&Default::default()).await.unwrap().items);
@@ -282,7 +283,7 @@ async fn cron_jobs_are_left_alone_unless_workload_kinds_lists_them() {
     let env = Env::new(&yaml).await;
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "NoWorkloadsSelected").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     assert_eq!(cj_hash(&cron_job(&env, "nightly").await), None);
     assert_eq!(env.count("patch", "cronjobs"), 0);
     assert_eq!(

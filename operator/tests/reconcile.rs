@@ -240,7 +240,7 @@ async fn secret_change_rolls_each_workload_once_and_nothing_else_writes() {
     let env = Env::new(BASE).await;
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let before = env.deployment("team-a", "api").await;
     let workload_patches = |env: &Env| {
         ["deployments", "statefulsets", "daemonsets"]
@@ -251,12 +251,13 @@ async fn secret_change_rolls_each_workload_once_and_nothing_else_writes() {
     let (patches, writes) = (workload_patches(&env), env.operator_writes());
 
     // Resync and unrelated changes: no writes at all.
-    env.patch_deployment(
-        "team-a",
-        "unrelated",
-        json!({"metadata": {"labels": {"tier": "x"}}}),
-    )
-    .await;
+    let unrelated = env
+        .patch_deployment(
+            "team-a",
+            "unrelated",
+            json!({"metadata": {"labels": {"tier": "x"}}}),
+        )
+        .await;
     Api::<Secret>::namespaced(env.client.clone(), "team-a")
         .create(
             &PostParams::default(),
@@ -267,7 +268,8 @@ async fn secret_change_rolls_each_workload_once_and_nothing_else_writes() {
         )
         .await
         .unwrap();
-    settle().await;
+    // The operator watches Secrets by name and label only: it never sees `other`.
+    op.looked(OUTBOUND, &[mark(&unrelated)]).await;
     assert_eq!(
         env.operator_writes(),
         writes,
@@ -282,24 +284,24 @@ async fn secret_change_rolls_each_workload_once_and_nothing_else_writes() {
     // Operator restart: zero writes.
     op.stop().await;
     let op = env.start();
-    settle().await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     assert_eq!(env.operator_writes(), writes, "a restart wrote something");
 
     // A new password rolls every selected workload exactly once.
-    env.set_secret(
-        "team-a",
-        "egress-proxy",
-        json!({"httpProxy": "http://team-a:second-password@proxy.corp.example:3128"}),
-    )
-    .await;
+    let changed = env
+        .set_secret(
+            "team-a",
+            "egress-proxy",
+            json!({"httpProxy": "http://team-a:second-password@proxy.corp.example:3128"}),
+        )
+        .await;
     let after = eventually("api re-hashed", || async {
         let d = env.deployment("team-a", "api").await;
         (hash(&d) != hash(&before)).then_some(d)
     })
     .await;
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.looked(OUTBOUND, &[mark(&changed)]).await;
     assert_eq!(
         workload_patches(&env),
         patches + 1 + 3,
@@ -340,14 +342,14 @@ async fn discovery_reports_sources_and_a_new_node_re_renders_once() {
         assert!(api_values.contains(&ip.to_string()), "{api_values:?}");
     }
     assert!(d.cloud_metadata.unwrap().source.unwrap().contains("aws"));
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let before = env.deployment("team-a", "api").await;
     let patches = env.count("patch", "deployments");
 
     // A Node heartbeat-like change that alters no fact: nothing written.
     let nodes = Api::<Node>::all(env.client.clone());
     let first = nodes.list(&ListParams::default()).await.unwrap().items[0].name_any();
-    nodes
+    let beat = nodes
         .patch(
             &first,
             &PatchParams::default(),
@@ -355,11 +357,11 @@ async fn discovery_reports_sources_and_a_new_node_re_renders_once() {
         )
         .await
         .unwrap();
-    settle().await;
+    op.looked(OUTBOUND, &[mark(&beat)]).await;
     assert_eq!(env.count("patch", "deployments"), patches);
 
     // A node joins with a new pod CIDR: NO_PROXY changes, each workload rolls once.
-    nodes
+    let joined = nodes
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
@@ -388,7 +390,7 @@ async fn discovery_reports_sources_and_a_new_node_re_renders_once() {
             .contains(&"192.168.52.14".into())
     );
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.looked(OUTBOUND, &[mark(&joined)]).await;
     assert_eq!(
         env.count("patch", "deployments"),
         patches + 1,
@@ -438,7 +440,7 @@ async fn bad_credentials_keep_the_last_good_configuration() {
     let env = Env::new(BASE).await;
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let good = env.deployment("team-a", "api").await;
     let patches = env.count("patch", "deployments");
 
@@ -481,9 +483,9 @@ async fn bad_credentials_keep_the_last_good_configuration() {
         })).unwrap())
         .await
         .unwrap();
-    env.patch_policy("team-a", "outbound", json!({"spec": {"proxy": {"credentials": [{"name": "main", "secretRef": {"name": "shared", "namespace": "proxy-system"}}]}}})).await;
+    let named = env.patch_policy("team-a", "outbound", json!({"spec": {"proxy": {"credentials": [{"name": "main", "secretRef": {"name": "shared", "namespace": "proxy-system"}}]}}})).await;
     wait_reason(&env, "team-a", "outbound", "SecretNotAvailable").await;
-    settle().await;
+    op.looked(OUTBOUND, &[mark(&named)]).await;
     assert_eq!(
         env.count("patch", "deployments"),
         patches,
@@ -511,19 +513,20 @@ async fn invalid_entry_is_reported_and_changes_nothing() {
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     let good = env.deployment("team-a", "api").await;
-    env.patch_policy(
-        "team-a",
-        "outbound",
-        json!({"spec": {"noProxy": {"additional": [".corp.example", "10.0.0.0/33"]}}}),
-    )
-    .await;
+    let invalid = env
+        .patch_policy(
+            "team-a",
+            "outbound",
+            json!({"spec": {"noProxy": {"additional": [".corp.example", "10.0.0.0/33"]}}}),
+        )
+        .await;
     let p = wait_reason(&env, "team-a", "outbound", "InvalidNoProxyEntry").await;
     assert!(
         ready_message(&p).contains("additional[1]"),
         "{}",
         ready_message(&p)
     );
-    settle().await;
+    op.looked(OUTBOUND, &[mark(&invalid)]).await;
     assert_eq!(
         template(&env.deployment("team-a", "api").await),
         template(&good)
@@ -735,19 +738,22 @@ async fn suspend_freezes_everything() {
     wait_reason(&env, "team-a", "outbound", "Suspended").await;
     let frozen = env.deployment("team-a", "api").await;
     let patches = env.count("patch", "deployments");
-    env.set_secret(
-        "team-a",
-        "egress-proxy",
-        json!({"httpProxy": "http://team-a:other@proxy.corp.example:3128"}),
-    )
-    .await;
-    env.patch_deployment(
-        "team-a",
-        "api",
-        json!({"metadata": {"labels": {"egress": null}}}),
-    )
-    .await;
-    settle().await;
+    let secret = env
+        .set_secret(
+            "team-a",
+            "egress-proxy",
+            json!({"httpProxy": "http://team-a:other@proxy.corp.example:3128"}),
+        )
+        .await;
+    let relabelled = env
+        .patch_deployment(
+            "team-a",
+            "api",
+            json!({"metadata": {"labels": {"egress": null}}}),
+        )
+        .await;
+    op.looked(OUTBOUND, &[mark(&secret), mark(&relabelled)])
+        .await;
     assert_eq!(
         env.count("patch", "deployments"),
         patches + 1,
@@ -790,11 +796,12 @@ spec:
         .unwrap();
     let p = wait_reason(&env, "team-a", "aaa-second", "PolicyOverlap").await;
     assert!(ready_message(&p).contains("Deployment/api") && ready_message(&p).contains("outbound"));
-    settle().await;
+    let both = &[("team-a", "outbound"), ("team-a", "aaa-second")];
+    op.caught_up(both).await;
     let writes = env.count("patch", "deployments");
     let h = hash(&env.deployment("team-a", "api").await);
-    settle().await;
-    settle().await;
+    op.caught_up(both).await;
+    op.caught_up(both).await;
     assert_eq!(env.count("patch", "deployments"), writes, "no flip-flop");
     assert_eq!(hash(&env.deployment("team-a", "api").await), h);
     assert_eq!(
@@ -821,7 +828,7 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
         .await
         .unwrap();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let events = || async {
         Api::<Event>::namespaced(env.client.clone(), "team-a")
             .list(&ListParams::default())
@@ -843,12 +850,17 @@ async fn namespace_opt_in_is_required_and_events_mark_transitions_only() {
         ["ConfigApplied", "NamespaceNotEnabled", "Reconciled"]
     );
     let n = events().await.len();
-    // Many resyncs later: no new events.
-    for _ in 0..3 {
-        env.patch_policy("team-a", "outbound", json!({"metadata": {"annotations": {"touch": format!("{:?}", std::time::Instant::now())}}})).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    // Many reconciles later: no new events.
+    for i in 0..3 {
+        let touched = env
+            .patch_policy(
+                "team-a",
+                "outbound",
+                json!({"metadata": {"annotations": {"touch": i.to_string()}}}),
+            )
+            .await;
+        op.looked(OUTBOUND, &[mark(&touched)]).await;
     }
-    settle().await;
     assert_eq!(events().await.len(), n, "no event without a transition");
 
     // The admin takes the opt-in back: everything the operator added goes.
@@ -886,7 +898,7 @@ async fn reconciles_read_from_caches_not_lists() {
     let env = Env::new(BASE).await;
     let op = env.start();
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let lists = |env: &Env| {
         env.sim
             .request_counts()
@@ -898,15 +910,15 @@ async fn reconciles_read_from_caches_not_lists() {
     };
     let before = lists(&env);
     for i in 0..5 {
-        env.patch_policy(
-            "team-a",
-            "outbound",
-            json!({"metadata": {"annotations": {"touch": i.to_string()}}}),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let touched = env
+            .patch_policy(
+                "team-a",
+                "outbound",
+                json!({"metadata": {"annotations": {"touch": i.to_string()}}}),
+            )
+            .await;
+        op.looked(OUTBOUND, &[mark(&touched)]).await;
     }
-    settle().await;
     assert_eq!(lists(&env), before, "a reconcile listed something");
     op.stop().await;
 }
@@ -1071,7 +1083,7 @@ async fn at_most_max_concurrent_workloads_roll_at_a_time() {
     let env = Env::new(&hanging(&["a", "b", "c"])).await;
     let op = env.start();
     let p = wait_reason(&env, "team-r", "outbound", "RolloutInProgress").await;
-    settle().await;
+    op.caught_up(&[("team-r", "outbound")]).await;
     assert_eq!(injected(&env).await, ["a"], "one at a time, in name order");
     let pending = p.status.unwrap().workloads.unwrap().pending;
     assert!(
@@ -1089,7 +1101,7 @@ async fn at_most_max_concurrent_workloads_roll_at_a_time() {
         hash(&env.deployment("team-r", "b").await).map(|_| ())
     })
     .await;
-    settle().await;
+    op.caught_up(&[("team-r", "outbound")]).await;
     assert_eq!(injected(&env).await, ["a", "b"]);
     for d in ["b", "c"] {
         env.patch_deployment(
@@ -1617,7 +1629,7 @@ async fn a_mistyped_container_name_is_reported_and_restarts_nothing() {
     let op = env.start();
     let p = wait_reason(&env, "team-a", "outbound", "ContainerNotFound").await;
     assert!(ready_message(&p).ends_with(": ap"), "{}", ready_message(&p));
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     assert_eq!(
         env.count("patch", "deployments"),
         0,
@@ -1640,7 +1652,7 @@ async fn a_write_planned_against_an_older_version_is_refused_then_planned_again(
     let metrics = settings.metrics.clone();
     let op = env.start_with(settings);
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     let before = env.deployment("team-a", "api").await;
     let rolls = |env: &Env| {
         let api =
@@ -1745,7 +1757,7 @@ async fn a_write_planned_against_an_older_version_is_refused_then_planned_again(
     })
     .await;
     wait_reason(&env, "team-a", "outbound", "Reconciled").await;
-    settle().await;
+    op.caught_up(OUTBOUND).await;
     assert_eq!(container(&after, "api").image.as_deref(), Some("api:2"));
     assert_eq!(
         rolls(&env).await,

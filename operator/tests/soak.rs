@@ -261,7 +261,9 @@ async fn credentials_and_churn_under_faults_converge_with_minimal_writes() {
     let hashes = within(CONVERGE, || converged(&env, 0, &none))
         .await
         .expect("the first injection");
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let names: Vec<String> = (0..NAMESPACES).map(|n| format!("soak-{n}")).collect();
+    let policies: Vec<(&str, &str)> = names.iter().map(|ns| (ns.as_str(), "outbound")).collect();
+    op.caught_up(&policies).await;
     let (accepted0, sent0) = writes(&env);
     let c0 = env.sim.request_counts();
 
@@ -277,7 +279,8 @@ async fn credentials_and_churn_under_faults_converge_with_minimal_writes() {
     let ((created, deleted), (round, rerolled, mut took)) =
         tokio::join!(churn(&env, stopped), rounds);
     env.sim.clear_faults();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The writes a change still leads to are counted; the last round's are all done.
+    op.caught_up(&policies).await;
     assert!(!op.is_finished(), "the operator is still running");
     let c = env.sim.request_counts();
     let (accepted, sent) = writes(&env);

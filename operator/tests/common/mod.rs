@@ -5,30 +5,131 @@
 pub mod net;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use egress_proxy_operator::activity::Activity;
 use egress_proxy_operator::api::EgressProxyPolicy;
 use egress_proxy_operator::controller::{self, Settings};
+use egress_proxy_operator::metrics::Metrics;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodTemplateSpec};
 use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use kube_sim::{KubeSim, KubeSimHandle};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// The policy most tests' fixtures define.
+pub const OUTBOUND: &[(&str, &str)] = &[("team-a", "outbound")];
 
 pub const CLUSTER: &str = include_str!("../../demo/cluster.yaml");
 
 pub struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<(), controller::RunError>>,
+    activity: Option<Arc<Activity>>,
+    /// The test's own client, for the touches of [`Operator::looked`].
+    admin: Client,
+}
+
+/// Distinct values for the touches of [`Operator::looked`].
+static TOUCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A version of an object the operator must have seen: as a write or read returned it.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    kind: String,
+    namespace: String,
+    name: String,
+    resource_version: u64,
+}
+
+/// `o` as it is now, for [`Operator::looked`].
+pub fn mark<K: Resource<DynamicType = ()>>(o: &K) -> Mark {
+    let m = o.meta();
+    Mark {
+        kind: K::kind(&()).into_owned(),
+        namespace: m.namespace.clone().unwrap_or_default(),
+        name: m.name.clone().unwrap_or_default(),
+        resource_version: rv(m.resource_version.as_deref()).expect("a resourceVersion"),
+    }
+}
+
+/// kube-sim's resourceVersions are one counter: they compare as numbers.
+fn rv(v: Option<&str>) -> Option<u64> {
+    v?.parse().ok()
 }
 
 impl Operator {
     /// Whether the operator's task has ended (it returned or panicked).
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+
+    /// Waits until the operator has looked at `marks` and acted on them: its caches applied
+    /// each at its version or later, then two reconciles of each of `policies` ran, the first
+    /// started after that and the second after the first ended. What a change leads to is
+    /// then written; what it did not lead to will not be. Each reconcile is called for by
+    /// touching the policy (an annotation; no resync is relied on). Needs [`Env::settings`]'
+    /// metrics.
+    pub async fn looked(&self, policies: &[(&str, &str)], marks: &[Mark]) {
+        let activity = self
+            .activity
+            .as_ref()
+            .expect("started with Env::settings' metrics");
+        self.applied(marks).await;
+        for &(ns, name) in policies {
+            let mut since = 0;
+            for _ in 0..2 {
+                let touched = self.touch(ns, name).await;
+                let event = self.applied(&[touched]).await;
+                let what = format!("a reconcile of {ns}/{name} after cache event {event}");
+                let pass = eventually(&what, || async {
+                    activity.first_pass(ns, name, event, since)
+                })
+                .await;
+                since = pass.ended;
+            }
+        }
+    }
+
+    /// [`Operator::looked`] with nothing changed: whatever the operator had still to do about
+    /// `policies` is done.
+    pub async fn caught_up(&self, policies: &[(&str, &str)]) {
+        self.looked(policies, &[]).await
+    }
+
+    /// Waits until the caches applied `marks`; the count of cache events by then.
+    async fn applied(&self, marks: &[Mark]) -> u64 {
+        let activity = self
+            .activity
+            .as_ref()
+            .expect("started with Env::settings' metrics");
+        eventually("the operator's caches to apply the changes", || async {
+            let mut latest = 0;
+            for m in marks {
+                let a = activity.object(&m.kind, &m.namespace, &m.name)?;
+                let seen = rv(a.resource_version.as_deref()).unwrap_or(0);
+                (seen >= m.resource_version || a.deleted).then_some(())?;
+                latest = latest.max(a.event);
+            }
+            Some(latest)
+        })
+        .await
+    }
+
+    /// Changes an annotation of the policy, which calls for a reconcile.
+    async fn touch(&self, ns: &str, name: &str) -> Mark {
+        let n = TOUCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let patch =
+            json!({"metadata": {"annotations": {"test.egressproxy.io/look": n.to_string()}}});
+        let p = Api::<EgressProxyPolicy>::namespaced(self.admin.clone(), ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("touch policy");
+        mark(&p)
     }
 
     pub async fn stop(mut self) {
@@ -102,6 +203,7 @@ impl Env {
             discovery_wait: Duration::from_secs(5),
             // Real resyncs inside every test's waiting time: they must write nothing.
             resync: Duration::from_secs(1),
+            metrics: Arc::new(Metrics::recording(Arc::default())),
             ..Default::default()
         }
     }
@@ -117,12 +219,15 @@ impl Env {
     /// The operator with another client (a ServiceAccount's token).
     pub fn start_as(&self, client: Client, settings: Settings) -> Operator {
         let (stop, stopped) = oneshot::channel::<()>();
+        let activity = settings.metrics.activity().cloned();
         let task = tokio::spawn(controller::run(client, settings, async {
             let _ = stopped.await;
         }));
         Operator {
             stop: Some(stop),
             task,
+            activity,
+            admin: self.client.clone(),
         }
     }
 
@@ -157,7 +262,12 @@ impl Env {
     }
 
     /// Merge-patches a Secret's stringData (as a user or rotation tool would).
-    pub async fn set_secret(&self, ns: &str, name: &str, string_data: Value) {
+    pub async fn set_secret(
+        &self,
+        ns: &str,
+        name: &str,
+        string_data: Value,
+    ) -> k8s_openapi::api::core::v1::Secret {
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.client.clone(), ns)
             .patch(
                 name,
@@ -165,21 +275,21 @@ impl Env {
                 &Patch::Merge(json!({"stringData": string_data})),
             )
             .await
-            .expect("patch secret");
+            .expect("patch secret")
     }
 
-    pub async fn patch_policy(&self, ns: &str, name: &str, patch: Value) {
+    pub async fn patch_policy(&self, ns: &str, name: &str, patch: Value) -> EgressProxyPolicy {
         Api::<EgressProxyPolicy>::namespaced(self.client.clone(), ns)
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
-            .expect("patch policy");
+            .expect("patch policy")
     }
 
-    pub async fn patch_deployment(&self, ns: &str, name: &str, patch: Value) {
+    pub async fn patch_deployment(&self, ns: &str, name: &str, patch: Value) -> Deployment {
         Api::<Deployment>::namespaced(self.client.clone(), ns)
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
-            .expect("patch deployment");
+            .expect("patch deployment")
     }
 }
 
@@ -269,9 +379,4 @@ pub fn container<'a>(d: &'a Deployment, name: &str) -> &'a Container {
 
 pub fn env<'a>(c: &'a Container, name: &str) -> Option<&'a EnvVar> {
     c.env.iter().flatten().find(|e| e.name == name)
-}
-
-/// Lets the operator run a few resync-worthy seconds.
-pub async fn settle() {
-    tokio::time::sleep(Duration::from_millis(1500)).await;
 }
