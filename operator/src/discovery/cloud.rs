@@ -121,11 +121,13 @@ pub(super) fn platform(nodes: &[NodeInputs]) -> Option<String> {
 }
 
 /// The metadata addresses of the platform most nodes run on.
-pub(super) fn cloud_metadata(nodes: &[NodeInputs]) -> Fact {
+pub(super) fn cloud_metadata(nodes: &[NodeInputs], namespaced_only: bool) -> Fact {
     let (votes, unrecognised) = votes(nodes);
     let winner = winner(&votes);
     let Some(platform) = winner else {
-        let why = if unrecognised > 0 {
+        let why = if namespaced_only && nodes.is_empty() {
+            format!("Nodes {}", super::NAMESPACED_ONLY)
+        } else if unrecognised > 0 {
             format!(
                 "providerID of {} not recognised",
                 plural(unrecognised, "node")

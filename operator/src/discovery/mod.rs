@@ -175,7 +175,7 @@ pub fn discover(inputs: &ClusterInputs) -> DiscoveredFacts {
         cluster_domain: Some(cluster_domain(inputs, kubeadm.as_ref())),
         node_addresses: Some(node_addresses(inputs)),
         node_subnets: None,
-        cloud_metadata: Some(cloud::cloud_metadata(&inputs.nodes)),
+        cloud_metadata: Some(cloud::cloud_metadata(&inputs.nodes, inputs.namespaced_only)),
     }
 }
 

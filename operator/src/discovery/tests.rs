@@ -87,6 +87,10 @@ fn a_namespaced_install_says_what_it_did_not_read() {
         "{}",
         msg(&f.service_network)
     );
+    assert_eq!(
+        msg(&f.cloud_metadata),
+        format!("no cloud platform with a metadata service detected (Nodes {why})")
+    );
     // Flags still win.
     let flagged = ClusterInputs {
         overrides: Overrides {
