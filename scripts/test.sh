@@ -23,6 +23,9 @@ export EPO_PYTHON="$venv/bin/python"
 command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq lua5.1 >/dev/null; }
 # Real proxies, the isolated network's bridges and curl (operator/tests/common/net.rs, net_harness.rs).
 { command -v tinyproxy && command -v squid && command -v socat && command -v curl; } >/dev/null || { apt-get update -qq && apt-get install -y -qq tinyproxy squid socat curl >/dev/null; }
+# Go and the structured-merge-diff library: kube-sim/tests/apply_upstream.rs builds and runs
+# the server-side apply reference program (kube-sim/tests/upstream/ssa) with them.
+[[ -f /usr/share/gocode/src/sigs.k8s.io/structured-merge-diff/merge/update.go ]] && command -v go >/dev/null || { apt-get update -qq && apt-get install -y -qq golang-go golang-k8s-sigs-structured-merge-diff-dev >/dev/null; }
 # systemd-analyze, which checks the rendered containerd drop-in (operator/tests/render_consumers.rs).
 command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd >/dev/null; }
 # --no-fail-fast: a failing test binary does not hide the failures of the ones after it.

@@ -1,302 +1,19 @@
 //! Server-side apply: field ownership per manager (metadata.managedFields, FieldsV1),
-//! conflicts unless forced, and removal of fields a manager stopped applying.
+//! conflicts unless forced, and removal of fields a manager stopped applying, computed as
+//! structured-merge-diff's `merge.Updater` does (`smd.rs`) over the list and map types of
+//! `list_types.rs`. Checked against the library by tests/apply_upstream.rs.
 //!
 //! Ordinary writes record `Update` ownership of the fields they change (`update_entries`).
 //! Entries are per (manager, operation, subresource), as on the real server.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
+use crate::list_types::Types;
 use crate::object::{Target, now};
-use crate::patch::{is_set_list, merge_key};
 use crate::resources::ResourceType;
+use crate::smd::{self, FieldSet, Path};
 use crate::store::Store;
-
-/// One path element in FieldsV1 notation: `f:name`, `k:{"name":"c"}`, `v:"x"`.
-type Path = Vec<String>;
-type FieldSet = BTreeSet<Path>;
-
-#[derive(Debug, Clone)]
-enum ListType {
-    Map(Vec<String>),
-    Set,
-    Atomic,
-}
-
-/// How lists are merged: merge keys for built-ins, `x-kubernetes-list-*` for CRDs.
-struct Lists<'a> {
-    builtin: bool,
-    schema: Option<&'a Value>,
-}
-
-impl Lists<'_> {
-    fn list_type(&self, names: &[String], field: &str) -> ListType {
-        if self.builtin {
-            if is_set_list(field) {
-                return ListType::Set;
-            }
-            return match merge_key(names, field) {
-                Some(k) => ListType::Map(vec![k.to_string()]),
-                None => ListType::Atomic,
-            };
-        }
-        let mut node = self.schema;
-        for n in names.iter().chain(std::iter::once(&field.to_string())) {
-            node = node.and_then(|s| {
-                let s = if s.get("items").is_some() && s.get("properties").is_none() {
-                    s.get("items")?
-                } else {
-                    s
-                };
-                s.get("properties")?.get(n)
-            });
-        }
-        match node
-            .and_then(|s| s.get("x-kubernetes-list-type"))
-            .and_then(Value::as_str)
-        {
-            Some("map") => {
-                let keys = node
-                    .and_then(|s| s.get("x-kubernetes-list-map-keys"))
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                ListType::Map(keys)
-            }
-            Some("set") => ListType::Set,
-            _ => ListType::Atomic,
-        }
-    }
-}
-
-fn key_element(item: &Value, keys: &[String]) -> Option<String> {
-    let mut m = Map::new();
-    for k in keys {
-        m.insert(k.clone(), item.get(k)?.clone());
-    }
-    Some(format!("k:{}", Value::Object(m)))
-}
-
-/// The set of leaf fields present in `v`.
-fn fields_of(
-    v: &Value,
-    lists: &Lists,
-    names: &mut Vec<String>,
-    path: &mut Path,
-    out: &mut FieldSet,
-) {
-    let Some(obj) = v.as_object() else {
-        out.insert(path.clone());
-        return;
-    };
-    if obj.is_empty() && !path.is_empty() {
-        out.insert(path.clone());
-    }
-    for (k, val) in obj {
-        if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind") {
-            continue;
-        }
-        if path.len() == 1
-            && path[0] == "f:metadata"
-            && matches!(
-                k.as_str(),
-                "name"
-                    | "namespace"
-                    | "managedFields"
-                    | "resourceVersion"
-                    | "uid"
-                    | "creationTimestamp"
-                    | "generation"
-            )
-        {
-            continue;
-        }
-        path.push(format!("f:{k}"));
-        match val {
-            Value::Array(items) => match lists.list_type(names, k) {
-                ListType::Map(keys) => {
-                    names.push(k.clone());
-                    for item in items {
-                        if let Some(el) = key_element(item, &keys) {
-                            path.push(el);
-                            out.insert(path.clone());
-                            fields_of(item, lists, names, path, out);
-                            path.pop();
-                        }
-                    }
-                    names.pop();
-                    if items.is_empty() {
-                        out.insert(path.clone());
-                    }
-                }
-                ListType::Set => {
-                    for item in items {
-                        path.push(format!("v:{item}"));
-                        out.insert(path.clone());
-                        path.pop();
-                    }
-                    if items.is_empty() {
-                        out.insert(path.clone());
-                    }
-                }
-                ListType::Atomic => {
-                    out.insert(path.clone());
-                }
-            },
-            Value::Object(_) => {
-                names.push(k.clone());
-                fields_of(val, lists, names, path, out);
-                names.pop();
-            }
-            _ => {
-                out.insert(path.clone());
-            }
-        }
-        path.pop();
-    }
-}
-
-fn step<'a>(v: &'a Value, el: &str) -> Option<&'a Value> {
-    if let Some(f) = el.strip_prefix("f:") {
-        return v.get(f);
-    }
-    if let Some(k) = el.strip_prefix("k:") {
-        let key: Map<String, Value> = serde_json::from_str(k).ok()?;
-        return v
-            .as_array()?
-            .iter()
-            .find(|i| key.iter().all(|(kk, kv)| i.get(kk) == Some(kv)));
-    }
-    if let Some(x) = el.strip_prefix("v:") {
-        let want: Value = serde_json::from_str(x).ok()?;
-        return v.as_array()?.iter().find(|i| **i == want);
-    }
-    None
-}
-
-fn value_at<'a>(v: &'a Value, path: &Path) -> Option<&'a Value> {
-    path.iter().try_fold(v, |cur, el| step(cur, el))
-}
-
-/// Objects left empty by removed fields go too (the manager stopped applying all of them),
-/// unless a field set still names something inside them.
-fn prune_emptied(live: &mut Value, removed: &[&Path], applied: &FieldSet, others: &FieldSet) {
-    for p in removed {
-        for end in (1..p.len()).rev() {
-            let parent: Path = p[..end].to_vec();
-            let empty =
-                value_at(live, &parent).is_some_and(|v| v.as_object().is_some_and(Map::is_empty));
-            let named = applied.iter().chain(others).any(|f| f.starts_with(&parent));
-            if !empty || named {
-                break;
-            }
-            remove_at(live, &parent);
-        }
-    }
-}
-
-/// Remove the field at `path` from `v`.
-fn remove_at(v: &mut Value, path: &Path) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = v;
-    for el in parents {
-        let next = if let Some(f) = el.strip_prefix("f:") {
-            cur.get_mut(f)
-        } else if let Some(k) = el.strip_prefix("k:") {
-            let Ok(key) = serde_json::from_str::<Map<String, Value>>(k) else {
-                return;
-            };
-            cur.as_array_mut().and_then(|a| {
-                a.iter_mut()
-                    .find(|i| key.iter().all(|(kk, kv)| i.get(kk) == Some(kv)))
-            })
-        } else {
-            None
-        };
-        match next {
-            Some(n) => cur = n,
-            None => return,
-        }
-    }
-    if let Some(f) = last.strip_prefix("f:") {
-        if let Some(m) = cur.as_object_mut() {
-            m.remove(f);
-        }
-    } else if let Some(k) = last.strip_prefix("k:") {
-        if let (Ok(key), Some(a)) = (
-            serde_json::from_str::<Map<String, Value>>(k),
-            cur.as_array_mut(),
-        ) {
-            a.retain(|i| !key.iter().all(|(kk, kv)| i.get(kk) == Some(kv)));
-        }
-    } else if let Some(x) = last.strip_prefix("v:")
-        && let (Ok(want), Some(a)) = (serde_json::from_str::<Value>(x), cur.as_array_mut())
-    {
-        a.retain(|i| *i != want);
-    }
-}
-
-/// Merge the applied configuration into the live object.
-fn merge(live: &mut Value, cfg: &Value, lists: &Lists, names: &mut Vec<String>) {
-    let (Some(l), Some(c)) = (live.as_object_mut(), cfg.as_object()) else {
-        *live = cfg.clone();
-        return;
-    };
-    for (k, cv) in c {
-        match cv {
-            Value::Object(_) => {
-                let entry = l.entry(k.clone()).or_insert_with(|| json!({}));
-                if !entry.is_object() {
-                    *entry = json!({});
-                }
-                names.push(k.clone());
-                merge(entry, cv, lists, names);
-                names.pop();
-            }
-            Value::Array(items) => {
-                let merged = match (lists.list_type(names, k), l.remove(k)) {
-                    (ListType::Map(keys), Some(Value::Array(mut cur))) => {
-                        names.push(k.clone());
-                        for item in items {
-                            let el = key_element(item, &keys);
-                            let pos = cur
-                                .iter()
-                                .position(|x| el.is_some() && key_element(x, &keys) == el);
-                            match pos {
-                                Some(p) => merge(&mut cur[p], item, lists, names),
-                                None => cur.push(item.clone()),
-                            }
-                        }
-                        names.pop();
-                        cur
-                    }
-                    (ListType::Set, Some(Value::Array(mut cur))) => {
-                        for item in items {
-                            if !cur.contains(item) {
-                                cur.push(item.clone());
-                            }
-                        }
-                        cur
-                    }
-                    _ => items.clone(),
-                };
-                l.insert(k.clone(), Value::Array(merged));
-            }
-            other => {
-                l.insert(k.clone(), other.clone());
-            }
-        }
-    }
-}
 
 /// FieldsV1 JSON for a set of paths.
 fn to_fields_v1(set: &FieldSet) -> Value {
@@ -352,12 +69,38 @@ struct Entry {
     api_version: String,
     subresource: String,
     fields: FieldSet,
+    /// The fields as stored, to tell whether this write changed them.
+    stored: FieldSet,
     raw: Value,
 }
 
 impl Entry {
     fn is(&self, manager: &str, operation: &str, subresource: &str) -> bool {
         self.manager == manager && self.operation == operation && self.subresource == subresource
+    }
+
+    fn new(manager: &str, operation: &str, subresource: &str) -> Self {
+        Entry {
+            manager: manager.into(),
+            operation: operation.into(),
+            api_version: String::new(),
+            subresource: subresource.into(),
+            fields: FieldSet::new(),
+            stored: FieldSet::new(),
+            raw: Value::Null,
+        }
+    }
+
+    /// How conflict messages name the manager (as the API server's `printManager`).
+    fn display(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            s.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == "Update" {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
     }
 }
 
@@ -384,6 +127,7 @@ fn entries(obj: &Value) -> Vec<Entry> {
                 operation: s("operation"),
                 api_version: s("apiVersion"),
                 subresource: s("subresource"),
+                stored: fields.clone(),
                 fields,
                 raw: e,
             }
@@ -391,13 +135,256 @@ fn entries(obj: &Value) -> Vec<Entry> {
         .collect()
 }
 
+/// The fields the API server never tracks (its stripMeta field manager).
+fn strip_meta(set: &mut FieldSet) {
+    set.retain(|p| {
+        let s: Vec<&str> = p.iter().map(String::as_str).collect();
+        !matches!(
+            s.as_slice(),
+            ["f:apiVersion"]
+                | ["f:kind"]
+                | ["f:metadata"]
+                | [
+                    "f:metadata",
+                    "f:name"
+                        | "f:namespace"
+                        | "f:creationTimestamp"
+                        | "f:selfLink"
+                        | "f:uid"
+                        | "f:generation"
+                        | "f:managedFields"
+                        | "f:resourceVersion"
+                ]
+        )
+    });
+}
+
+/// The library's `value.ToString` of a key or set value.
+fn value_string(v: &Value) -> String {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            if f.fract() == 0.0 && f.abs() < 1e21 {
+                format!("{f:.0}")
+            } else {
+                f.to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A path as the library prints it: `.spec.containers[name="c"].ports[containerPort=53,protocol="UDP"]`.
 fn render_path(p: &Path) -> String {
     p.iter()
-        .map(|el| match el.strip_prefix("f:") {
-            Some(f) => format!(".{f}"),
-            None => format!("[{}]", el.get(2..).unwrap_or_default()),
+        .map(|el| {
+            if let Some(f) = el.strip_prefix("f:") {
+                return format!(".{f}");
+            }
+            if let Some(k) = el.strip_prefix("k:") {
+                let m: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                let parts: Vec<String> = m
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", value_string(v)))
+                    .collect();
+                return format!("[{}]", parts.join(","));
+            }
+            let v: Value =
+                serde_json::from_str(el.get(2..).unwrap_or_default()).unwrap_or_default();
+            format!("[={}]", value_string(&v))
         })
         .collect()
+}
+
+/// The types of `rt`: the built-in table, or the schema of the CRD's version.
+fn types<'s>(rt: &ResourceType, crd: Option<&'s Value>) -> Types<'s> {
+    Types {
+        kind: rt.kind.clone(),
+        crd_schema: crd.and_then(|c| crate::schema::version_schema(c, &rt.version)),
+        custom: rt.crd.is_some(),
+    }
+}
+
+fn without_managed_fields(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    v
+}
+
+/// The library's `Updater.update`: other managers lose the fields this write changed (a
+/// conflict unless forced) and the fields it removed. Returns the comparison, or the
+/// conflicts as (entry index, field).
+fn update(
+    t: &Types,
+    old: &Value,
+    new: &Value,
+    all: &mut [Entry],
+    me: Option<usize>,
+    force: bool,
+) -> Result<smd::Comparison, Vec<(usize, Path)>> {
+    let c = smd::compare(t, old, new);
+    let mut conflicts = Vec::new();
+    for (i, e) in all.iter().enumerate().filter(|(i, _)| Some(*i) != me) {
+        for p in &e.fields {
+            if c.modified.contains(p) || c.added.contains(p) {
+                conflicts.push((i, p.clone()));
+            }
+        }
+    }
+    if !force && !conflicts.is_empty() {
+        return Err(conflicts);
+    }
+    for (i, p) in &conflicts {
+        all[*i].fields.remove(p);
+    }
+    for (i, e) in all.iter_mut().enumerate() {
+        if Some(i) != me {
+            e.fields.retain(|p| !c.removed.contains(p));
+        }
+    }
+    Ok(c)
+}
+
+/// The library's `Updater.prune`: remove what `me` applied last time and no longer applies,
+/// unless another manager (or this apply) owns it.
+fn prune(t: &Types, merged: Value, all: &[Entry], last: &FieldSet) -> Value {
+    if last.is_empty() {
+        return merged;
+    }
+    let last = smd::with_named_fields(t, last);
+    let pruned = smd::remove_items(t, &merged, &last);
+    // Add back what anybody owns.
+    let managed: FieldSet = all.iter().flat_map(|e| e.fields.iter().cloned()).collect();
+    let managed = smd::with_named_fields(t, &managed);
+    let merged_set = smd::with_named_fields(t, &smd::field_set(t, &merged));
+    let pruned_set = smd::with_named_fields(t, &smd::field_set(t, &pruned));
+    let drop: FieldSet = merged_set
+        .iter()
+        .filter(|p| !pruned_set.contains(*p) && !managed.contains(*p))
+        .cloned()
+        .collect();
+    let pruned = smd::remove_items(t, &merged, &drop);
+    // Remove only what this manager had applied.
+    let pruned_set = smd::with_named_fields(t, &smd::field_set(t, &pruned));
+    let drop: FieldSet = merged_set
+        .iter()
+        .filter(|p| !pruned_set.contains(*p) && last.contains(*p))
+        .cloned()
+        .collect();
+    smd::remove_items(t, &merged, &drop)
+}
+
+fn conflict_error(
+    all: &[Entry],
+    conflicts: &[(usize, Path)],
+    name: &str,
+    rt: &ResourceType,
+) -> ApiError {
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(i, p)| {
+            json!({"reason": "FieldManagerConflict",
+                "message": format!("conflict with {}", all[*i].display()),
+                "field": render_path(p)})
+        })
+        .collect();
+    let message = match conflicts {
+        [(i, p)] => format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            all[*i].display(),
+            render_path(p)
+        ),
+        _ => {
+            let mut by: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            for (i, p) in conflicts {
+                by.entry(all[*i].display())
+                    .or_default()
+                    .push(render_path(p));
+            }
+            let lines: Vec<String> = by
+                .iter()
+                .flat_map(|(m, ps)| {
+                    std::iter::once(format!("conflicts with {m}:"))
+                        .chain(ps.iter().map(|p| format!("- {p}")))
+                })
+                .collect();
+            format!(
+                "Apply failed with {} conflicts: {}",
+                conflicts.len(),
+                lines.join("\n")
+            )
+        }
+    };
+    let mut e = ApiError::new(409, "Conflict", message);
+    e.details = Some(json!({"name": name, "group": rt.group, "kind": rt.plural, "causes": causes}));
+    e
+}
+
+/// managedFields from the entries: stripped, empty ones dropped, changed ones re-encoded
+/// (the writer's with a new time and apiVersion).
+fn render(all: Vec<Entry>, me: Option<usize>, api_version: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (i, mut e) in all.into_iter().enumerate() {
+        strip_meta(&mut e.fields);
+        if e.fields.is_empty() {
+            continue;
+        }
+        if e.fields == e.stored && !e.raw.is_null() {
+            out.push(e.raw);
+            continue;
+        }
+        let mut raw = e.raw;
+        if raw.is_null() || Some(i) == me {
+            let mut fresh = json!({
+                "manager": e.manager,
+                "operation": e.operation,
+                "apiVersion": api_version,
+                "time": now(),
+                "fieldsType": "FieldsV1",
+            });
+            if !e.subresource.is_empty() {
+                fresh["subresource"] = json!(e.subresource);
+            }
+            raw = fresh;
+        }
+        raw["fieldsV1"] = to_fields_v1(&e.fields);
+        out.push(raw);
+    }
+    out
+}
+
+/// The applied configuration, parsed and checked.
+fn parse_config(body: &[u8], name: &str, sub: &str) -> ApiResult<Value> {
+    let mut cfg: Value = serde_yaml_ng::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !cfg.is_object() {
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
+    }
+    if cfg.get("apiVersion").and_then(Value::as_str).is_none()
+        || cfg.get("kind").and_then(Value::as_str).is_none()
+    {
+        return Err(ApiError::bad_request(
+            "apiVersion and kind must be set in an applied configuration",
+        ));
+    }
+    if let Some(n) = cfg.pointer("/metadata/name").and_then(Value::as_str)
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    if sub == "status"
+        && let Some(m) = cfg.as_object_mut()
+    {
+        // Only status is applied through the status subresource.
+        m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "status"));
+    }
+    Ok(cfg)
 }
 
 /// Server-side apply of `body` by `manager` onto `existing` (the object as served; None when
@@ -428,171 +415,39 @@ pub(crate) fn plan(
             )],
         ));
     };
-    let mut cfg: Value = serde_yaml_ng::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    if !cfg.is_object() {
-        return Err(ApiError::bad_request(
-            "the applied configuration must be an object",
-        ));
-    }
-    if cfg.get("apiVersion").and_then(Value::as_str).is_none()
-        || cfg.get("kind").and_then(Value::as_str).is_none()
-    {
-        return Err(ApiError::bad_request(
-            "apiVersion and kind must be set in an applied configuration",
-        ));
-    }
-    if let Some(n) = cfg.pointer("/metadata/name").and_then(Value::as_str)
-        && n != name
-    {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({n}) does not match the name on the URL ({name})"
-        )));
-    }
-    if sub == "status"
-        && let Some(m) = cfg.as_object_mut()
-    {
-        // Only status is applied through the status subresource.
-        m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "status"));
-    }
-    let crd = rt.crd.as_ref().and_then(|c| {
-        let gr = crate::resources::GroupResource {
-            group: "apiextensions.k8s.io".into(),
-            resource: "customresourcedefinitions".into(),
-        };
-        store.get(&gr, &(String::new(), c.clone()))
-    });
-    let schema = crd
-        .as_deref()
-        .and_then(|c| crate::schema::version_schema(c, &rt.version));
-    let lists = Lists {
-        builtin: rt.crd.is_none(),
-        schema,
-    };
-    let mut applied = FieldSet::new();
-    fields_of(&cfg, &lists, &mut Vec::new(), &mut Vec::new(), &mut applied);
-
+    let cfg = parse_config(body, &name, &sub)?;
     if existing.is_none() && sub == "status" {
         return Err(ApiError::not_found(&rt.group, &rt.plural, &name));
     }
-    let mut live = existing.cloned().unwrap_or_else(|| json!({}));
-    let mut all = entries(&live);
-    let previous: FieldSet = all
-        .iter()
-        .find(|e| e.is(manager, "Apply", &sub))
-        .map(|e| e.fields.clone())
-        .unwrap_or_default();
-
-    // Conflicts: fields other managers own with a different value. Only leaves count (scalars,
-    // atomic lists, set items, empty maps): a non-empty map or list-map item is compared
-    // through its own fields, so applying a subset of a shared container is no conflict.
-    let mut conflicts = Vec::new();
-    for e in all.iter().filter(|e| !e.is(manager, "Apply", &sub)) {
-        for p in e.fields.intersection(&applied) {
-            let mine = value_at(&cfg, p);
-            let container = matches!(mine, Some(Value::Object(m)) if !m.is_empty());
-            if !container && value_at(&live, p) != mine {
-                let who = format!("\"{}\" using {}", e.manager, e.api_version);
-                conflicts.push((e.manager.clone(), who, p.clone()));
-            }
+    let crd = crd_of(store, rt);
+    let types = types(rt, crd.as_deref());
+    let live = existing.map_or_else(|| json!({}), without_managed_fields);
+    let mut all = existing.map(entries).unwrap_or_default();
+    let me = match all.iter().position(|e| e.is(manager, "Apply", &sub)) {
+        Some(i) => i,
+        None => {
+            all.push(Entry::new(manager, "Apply", &sub));
+            all.len() - 1
         }
+    };
+    let merged = smd::merge(&types, &live, &cfg);
+    let last = std::mem::replace(&mut all[me].fields, smd::field_set(&types, &cfg));
+    let mut new = prune(&types, merged, &all, &last);
+    if let Err(conflicts) = update(&types, &live, &new, &mut all, Some(me), force) {
+        return Err(conflict_error(&all, &conflicts, &name, rt));
     }
-    if !conflicts.is_empty() && !force {
-        let causes: Vec<Value> = conflicts
-            .iter()
-            .map(|(_, who, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {who}"), "field": render_path(p)}))
-            .collect();
-        let list: Vec<String> = conflicts
-            .iter()
-            .map(|(_, who, p)| format!("conflict with {who}: {}", render_path(p)))
-            .collect();
-        let mut e = ApiError::new(
-            409,
-            "Conflict",
-            format!(
-                "Apply failed with {} conflict{}: {}",
-                conflicts.len(),
-                if conflicts.len() == 1 { "" } else { "s" },
-                list.join("\n")
-            ),
-        );
-        e.details =
-            Some(json!({"name": name, "group": rt.group, "kind": rt.plural, "causes": causes}));
-        return Err(e);
-    }
-    for (m, _, p) in &conflicts {
-        for e in all.iter_mut().filter(|e| &e.manager == m) {
-            e.fields.remove(p);
-        }
-    }
-
-    merge(&mut live, &cfg, &lists, &mut Vec::new());
-    // Fields this manager stopped applying, owned by nobody else, are removed.
-    let others: FieldSet = all
-        .iter()
-        .filter(|e| !e.is(manager, "Apply", &sub))
-        .flat_map(|e| e.fields.iter().cloned())
-        .collect();
-    let mut dropped: Vec<&Path> = previous
-        .difference(&applied)
-        .filter(|p| !others.contains(*p))
-        .collect();
-    // Remove outermost paths only: removing a list item also removes its fields.
-    dropped.sort_by_key(|p| p.len());
-    let mut removed: Vec<&Path> = Vec::new();
-    for p in dropped {
-        if removed.iter().any(|r| p.starts_with(r)) {
-            continue;
-        }
-        remove_at(&mut live, p);
-        removed.push(p);
-    }
-    prune_emptied(&mut live, &removed, &applied, &others);
-
-    // New managedFields: this manager's Apply entry replaced, others kept (minus forced fields).
-    let mut managed = Vec::new();
-    let mut placed = false;
-    for e in all {
-        if e.is(manager, "Apply", &sub) {
-            placed = true;
-            managed.push(entry(manager, "Apply", &sub, &rt.api_version(), &applied));
-        } else if !e.fields.is_empty() {
-            let mut raw = e.raw.clone();
-            raw["fieldsV1"] = to_fields_v1(&e.fields);
-            managed.push(raw);
-        }
-    }
-    if !placed {
-        managed.push(entry(manager, "Apply", &sub, &rt.api_version(), &applied));
-    }
-    if let Some(m) = live.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-    }
+    smd::drop_nulls(&mut new);
     if existing.is_none()
-        && let Some(m) = live.get_mut("metadata").and_then(Value::as_object_mut)
+        && let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut)
     {
         m.insert("name".into(), json!(name));
     }
-    Ok((live, Value::Array(managed)))
+    Ok((new, Value::Array(render(all, Some(me), &rt.api_version()))))
 }
 
-fn entry(manager: &str, operation: &str, sub: &str, api_version: &str, fields: &FieldSet) -> Value {
-    let mut e = json!({
-        "manager": manager,
-        "operation": operation,
-        "apiVersion": api_version,
-        "time": now(),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": to_fields_v1(fields),
-    });
-    if !sub.is_empty() {
-        e["subresource"] = json!(sub);
-    }
-    e
-}
-
-/// managedFields after a non-apply write by `manager`: it takes the fields whose values it
-/// changed (others lose them), and removed fields leave every set.
+/// managedFields after a non-apply write by `manager` (the library's `Updater.Update`): it
+/// takes the fields it added or changed, other managers lose them, removed fields leave
+/// every set.
 pub(crate) fn update_entries(
     store: &Store,
     rt: &ResourceType,
@@ -603,71 +458,19 @@ pub(crate) fn update_entries(
 ) -> Option<Value> {
     let sub = subresource.unwrap_or_default();
     let crd = crd_of(store, rt);
-    let schema = crd
-        .as_deref()
-        .and_then(|c| crate::schema::version_schema(c, &rt.version));
-    let lists = Lists {
-        builtin: rt.crd.is_none(),
-        schema,
-    };
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-        }
-        v
-    };
-    let (old_v, new_v) = (strip(old), strip(new));
-    let mut before = FieldSet::new();
-    fields_of(
-        &old_v,
-        &lists,
-        &mut Vec::new(),
-        &mut Vec::new(),
-        &mut before,
-    );
-    let mut after = FieldSet::new();
-    fields_of(&new_v, &lists, &mut Vec::new(), &mut Vec::new(), &mut after);
-    let changed: FieldSet = after
-        .iter()
-        .filter(|p| value_at(&old_v, p) != value_at(&new_v, p))
-        .cloned()
-        .collect();
-    let removed: FieldSet = before.difference(&after).cloned().collect();
+    let types = types(rt, crd.as_deref());
+    let (old_v, new_v) = (without_managed_fields(old), without_managed_fields(new));
     let mut all = entries(old);
-    if changed.is_empty() && removed.is_empty() {
-        return old.pointer("/metadata/managedFields").cloned();
-    }
-    let api_version = rt.api_version();
-    let mut out = Vec::new();
-    let mut placed = false;
-    for e in all.iter_mut() {
-        let mine = e.is(manager, "Update", sub);
-        let mut fields: FieldSet = e.fields.difference(&removed).cloned().collect();
-        if mine {
-            fields.extend(changed.iter().cloned());
-            placed = true;
-        } else {
-            fields = fields.difference(&changed).cloned().collect();
-        }
-        if fields == e.fields && !mine {
-            out.push(e.raw.clone());
-            continue;
-        }
-        if fields.is_empty() {
-            continue;
-        }
-        let mut raw = e.raw.clone();
-        raw["fieldsV1"] = to_fields_v1(&fields);
-        if mine {
-            raw["time"] = json!(now());
-            raw["apiVersion"] = json!(api_version);
-        }
-        out.push(raw);
-    }
-    if !placed && !changed.is_empty() {
-        out.push(entry(manager, "Update", sub, &api_version, &changed));
-    }
+    let me = all.iter().position(|e| e.is(manager, "Update", sub));
+    let c = update(&types, &old_v, &new_v, &mut all, me, true).ok()?;
+    let me = me.unwrap_or_else(|| {
+        all.push(Entry::new(manager, "Update", sub));
+        all.len() - 1
+    });
+    let mine = &mut all[me].fields;
+    mine.extend(c.modified.iter().chain(&c.added).cloned());
+    mine.retain(|p| !c.removed.contains(p));
+    let out = render(all, Some(me), &rt.api_version());
     (!out.is_empty()).then_some(Value::Array(out))
 }
 
@@ -683,16 +486,19 @@ fn crd_of(store: &Store, rt: &ResourceType) -> Option<std::sync::Arc<Value>> {
 mod tests {
     use super::*;
 
+    fn deployment() -> Types<'static> {
+        Types {
+            kind: "Deployment".into(),
+            crd_schema: None,
+            custom: false,
+        }
+    }
+
     #[test]
     fn fields_v1_round_trip() {
-        let lists = Lists {
-            builtin: true,
-            schema: None,
-        };
         let v = json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["x"]},
             "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        let mut set = FieldSet::new();
-        fields_of(&v, &lists, &mut Vec::new(), &mut Vec::new(), &mut set);
+        let set = smd::field_set(&deployment(), &v);
         let fv1 = to_fields_v1(&set);
         assert_eq!(
             fv1["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["."],
@@ -702,5 +508,18 @@ mod tests {
         let mut back = FieldSet::new();
         from_fields_v1(&fv1, &mut Vec::new(), &mut back);
         assert_eq!(back, set);
+    }
+
+    #[test]
+    fn paths_render_as_upstream() {
+        let p: Path = vec![
+            "f:spec".into(),
+            "k:{\"containerPort\":5353,\"protocol\":\"UDP\"}".into(),
+            "v:32.0".into(),
+        ];
+        assert_eq!(
+            render_path(&p),
+            ".spec[containerPort=5353,protocol=\"UDP\"][=32]"
+        );
     }
 }
