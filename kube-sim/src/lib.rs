@@ -36,6 +36,7 @@ pub(crate) mod server;
 pub(crate) mod service_ip;
 pub(crate) mod smd;
 pub(crate) mod store;
+pub(crate) mod strategic;
 pub(crate) mod table;
 pub(crate) mod watch;
 
@@ -53,6 +54,7 @@ use tokio::sync::watch as tokio_watch;
 pub use controllers::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
 pub use error::ApiError;
 pub use load::LoadError;
+pub use patch::{PatchKind, apply_patch, strategic_merge_patch};
 pub use service_ip::DEFAULT_SERVICE_RANGE;
 
 use resources::{Registry, ResourceType};
