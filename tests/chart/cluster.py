@@ -12,14 +12,16 @@ from common import CheckFailed, wait_for
 
 
 class KubeSim:
-    """The project's kube-sim binary on a free port, with the simulated controllers and the
-    cluster facts of `load` (nodes, networks, DNS domain) for the operator's discovery."""
+    """The project's kube-sim binary on a free port, with the simulated controllers and what
+    `load` holds: the cluster facts (nodes, networks, DNS domain) for the operator's discovery,
+    and anything else loaded before the test starts."""
 
-    def __init__(self, binary: Path, workdir: Path, load: Path):
+    def __init__(self, binary: Path, workdir: Path, *load: Path):
         self.kubeconfig = workdir / "admin.kubeconfig"
         self.log = open(workdir / "kube-sim.log", "wb")
+        loads = [a for path in load for a in ("--load", str(path))]
         self.proc = subprocess.Popen(
-            [str(binary), "--kubeconfig", str(self.kubeconfig), "--controllers", "--load", str(load)],
+            [str(binary), "--kubeconfig", str(self.kubeconfig), "--controllers", *loads],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

@@ -105,6 +105,27 @@ class Release:
     def operator(self) -> None:
         Operator(self).run()
 
+    def cycle_over_crd(self) -> None:
+        """Install, upgrade and uninstall over a CRD that was there before this release: Helm
+        shares the fields it applies with the same values, and the CRD stays the same object."""
+        uid = self.kubectl.get("crd", CRD)["metadata"]["uid"]
+        self.install()
+        self.upgrade()
+        self.uninstall()
+        expect(self.kubectl.get("crd", CRD)["metadata"]["uid"] == uid, "the CRD was replaced")
+
+
+def pre_apply_crd(kubectl: Kubectl, route: str) -> None:
+    """The chart's CRD, applied before any release the way GitOps tools and admins do."""
+    crds = str(CHART / "crds")
+    if route == "kubectl-server-side":
+        kubectl.run("apply", "--server-side", "-f", crds)
+    elif route == "kubectl-create":
+        kubectl.run("create", "-f", crds)
+    elif route != "kube-sim-load":
+        raise ValueError(route)
+    expect(kubectl.exists("crd", CRD), f"no CRD after {route}")
+
 
 class Operator:
     """The operator binary run as the installed Deployment would run it."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import cluster
 import lifecycle
 import render
-from common import RESULTS, ROOT, check
+from common import CHART, RESULTS, ROOT, check
 
 
 def cluster_checks(bin_dir: Path) -> None:
@@ -37,8 +37,27 @@ def cluster_checks(bin_dir: Path) -> None:
                 return
             for name, fn in steps[1:]:
                 check(name, fn)
+            # The CRD the first release left behind (Helm keeps CRDs): the next release's.
+            check("install_upgrade_uninstall_over_an_earlier_releases_crd", release.cycle_over_crd)
         finally:
             sim.stop()
+
+
+def crd_routes(bin_dir: Path) -> None:
+    """A release over the chart's CRD applied beforehand, on a cluster of its own per route."""
+    facts = ROOT / "operator" / "demo" / "cluster.yaml"
+    for route in ("kubectl-server-side", "kubectl-create", "kube-sim-load"):
+        with tempfile.TemporaryDirectory(prefix="chart-crd-") as tmp:
+            workdir = Path(tmp)
+            load = [facts, CHART / "crds"] if route == "kube-sim-load" else [facts]
+            sim = cluster.KubeSim(bin_dir / "kube-sim", workdir, *load)
+            try:
+                kubectl = cluster.Kubectl(sim.kubeconfig)
+                release = lifecycle.Release(kubectl, cluster.free_port(), bin_dir / "egress-proxy-operator", workdir)
+                steps = lambda: (lifecycle.pre_apply_crd(kubectl, route), release.cycle_over_crd())
+                check(f"install_upgrade_uninstall_over_a_crd_from_{route.replace('-', '_')}", steps)
+            finally:
+                sim.stop()
 
 
 def main() -> int:
@@ -54,6 +73,7 @@ def main() -> int:
     started = time.monotonic()
     render.run_all()
     cluster_checks(args.bin_dir)
+    crd_routes(args.bin_dir)
     print(f"chart tests: {time.monotonic() - started:.0f} s")
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
