@@ -9,11 +9,15 @@
 //! Every dialect models one real client version ([`Dialect::modelled_version`]); the rules
 //! and their source references are in the `dialects` module of each client.
 
+#[doc(hidden)]
+pub mod bench_intents;
 mod dialect;
 pub mod dialects;
 mod entry;
 mod env;
 mod explain;
+#[cfg(test)]
+mod golden;
 mod render;
 mod set;
 mod target;
