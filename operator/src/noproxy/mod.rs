@@ -20,6 +20,7 @@ mod explain;
 mod golden;
 mod render;
 mod set;
+mod shape;
 mod target;
 
 pub use dialect::Dialect;

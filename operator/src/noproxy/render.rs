@@ -1,7 +1,7 @@
 //! Render: a canonical intent set → the NO_PROXY value in one dialect, the intents it
 //! cannot express, and warnings.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
@@ -12,6 +12,7 @@ use super::dialects::{self, Decision, Expr, Model, cidr_support, java};
 use super::entry::{Intent, NameScope};
 use super::env::Env;
 use super::set::IntentSet;
+use super::shape::Shape;
 use super::target::Target;
 
 /// Linux `MAX_ARG_STRLEN` (include/uapi/linux/binfmts.h: `PAGE_SIZE * 32` = 131072 bytes with
@@ -95,6 +96,57 @@ pub fn render(dialect: Dialect, set: &IntentSet) -> Rendered {
 
 /// [`render`], with the choice of writing wider spellings.
 pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered {
+    render_checked(dialect, set, widen, &mut Checks::memoized())
+}
+
+/// The answers of the model checks on name intents, kept per [`Shape`] for one render.
+struct Checks {
+    memo: bool,
+    leaky: HashMap<Shape, Vec<&'static str>>,
+    dots: HashMap<Shape, Dots>,
+}
+
+impl Checks {
+    fn memoized() -> Checks {
+        Checks {
+            memo: true,
+            leaky: HashMap::new(),
+            dots: HashMap::new(),
+        }
+    }
+
+    /// The shape to memoize the checks of `intent` spelled as `es` under, if any.
+    fn shape(&self, intent: &Intent, es: &[String]) -> Option<Shape> {
+        match intent {
+            Intent::Name { name, scope, port } if self.memo => Shape::of(name, *scope, *port, es),
+            _ => None,
+        }
+    }
+}
+
+/// The answer of `f` for `shape`, asked once per shape (every time without one).
+fn memoized<T: Clone>(
+    memo: &mut HashMap<Shape, T>,
+    shape: Option<&Shape>,
+    f: impl FnOnce() -> T,
+) -> T {
+    let Some(shape) = shape else {
+        return f();
+    };
+    if let Some(v) = memo.get(shape) {
+        return v.clone();
+    }
+    let v = f();
+    memo.insert(shape.clone(), v.clone());
+    v
+}
+
+fn render_checked(
+    dialect: Dialect,
+    set: &IntentSet,
+    widen: Widen,
+    checks: &mut Checks,
+) -> Rendered {
     let mut entries = Entries::default();
     let mut uncovered = Vec::new();
     let mut warnings = Vec::new();
@@ -105,18 +157,20 @@ pub fn render_with(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered 
                 entries: es,
                 warning,
             }) => {
-                let (es, warning) = match widened(dialect, &intent, es, warning, widen) {
-                    Ok(kept) => kept,
-                    Err(reason) => {
-                        uncovered.push(Uncovered {
-                            entry: intent.to_string(),
-                            reason,
-                            clients: Vec::new(),
-                        });
-                        continue;
-                    }
-                };
-                let (dots, dot_warning) = dotted(dialect, &intent, &es);
+                let shape = checks.shape(&intent, &es);
+                let (es, warning) =
+                    match widened(dialect, &intent, es, warning, widen, checks, shape.as_ref()) {
+                        Ok(kept) => kept,
+                        Err(reason) => {
+                            uncovered.push(Uncovered {
+                                entry: intent.to_string(),
+                                reason,
+                                clients: Vec::new(),
+                            });
+                            continue;
+                        }
+                    };
+                let (dots, dot_warning) = dotted(dialect, &intent, &es, checks, shape.as_ref());
                 entries.extend(es);
                 entries.extend(dots);
                 warnings.extend(warning);
@@ -175,6 +229,8 @@ fn widened(
     entries: Vec<String>,
     warning: Option<String>,
     widen: Widen,
+    checks: &mut Checks,
+    shape: Option<&Shape>,
 ) -> Result<(Vec<String>, Option<String>), String> {
     let Intent::Name {
         name,
@@ -184,14 +240,10 @@ fn widened(
     else {
         return Ok((entries, warning));
     };
-    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
-    let apex = format!("http://{name}{port}/");
     let value = entries.join(dialect.separator());
-    let leaky: Vec<&str> = clients_of(dialect)
-        .iter()
-        .filter(|d| direct(**d, &value, &apex))
-        .map(|d| d.name())
-        .collect();
+    let leaky = memoized(&mut checks.leaky, shape, || {
+        leaky_clients(dialect, name, *port, &value)
+    });
     if leaky.is_empty() {
         return Ok((entries, warning));
     }
@@ -211,14 +263,68 @@ fn widened(
     }
 }
 
+/// The clients of `dialect` that send the apex `name` (with `port`) direct with
+/// NO_PROXY=`value`.
+fn leaky_clients(
+    dialect: Dialect,
+    name: &str,
+    port: Option<u16>,
+    value: &str,
+) -> Vec<&'static str> {
+    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+    let apex = format!("http://{name}{port}/");
+    clients_of(dialect)
+        .iter()
+        .filter(|d| direct(**d, value, &apex))
+        .map(|d| d.name())
+        .collect()
+}
+
+/// What the trailing-dot check decided for a name intent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dots {
+    /// The plain spelling already sends the dotted names direct.
+    Plain,
+    /// The dotted spellings are added.
+    Added,
+    /// The dotted names go through the proxy (a warning says so).
+    Proxied,
+}
+
 /// Names written with a trailing dot (`kubernetes.default.svc.cluster.local.`, which skips
 /// the resolver's search list) are compared literally by most clients, so the plain
 /// spelling does not send them direct. Returns the dotted spellings to add where they make
 /// the dotted forms go direct without sending any other host direct, else a warning.
-fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Option<String>) {
+fn dotted(
+    dialect: Dialect,
+    intent: &Intent,
+    es: &[String],
+    checks: &mut Checks,
+    shape: Option<&Shape>,
+) -> (Vec<String>, Option<String>) {
     let Intent::Name { name, scope, port } = intent else {
         return (Vec::new(), None);
     };
+    let check = || dots_check(dialect, name, *scope, *port, es);
+    match memoized(&mut checks.dots, shape, check) {
+        Dots::Plain => (Vec::new(), None),
+        Dots::Added => (es.iter().map(|e| with_dot(e)).collect(), None),
+        Dots::Proxied => {
+            let warning =
+                format!("{dialect}: {name}. (with a trailing dot) goes through the proxy");
+            (Vec::new(), Some(warning))
+        }
+    }
+}
+
+/// The models' part of [`dotted`].
+fn dots_check(
+    dialect: Dialect,
+    name: &str,
+    scope: NameScope,
+    port: Option<u16>,
+    es: &[String],
+) -> Dots {
     let port = port.map(|p| format!(":{p}")).unwrap_or_default();
     let url = |host: &str| format!("http://{host}{port}/");
     let covered: Vec<String> = match scope {
@@ -228,7 +334,7 @@ fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Opt
     };
     // Hosts the plain spelling leaves to the proxy must stay there.
     let mut outside = vec![url(&format!("x{name}.")), url(&format!("x{name}"))];
-    if *scope == NameScope::Subdomains {
+    if scope == NameScope::Subdomains {
         outside.extend([url(&format!("{name}.")), url(name)]);
     }
     let models = clients_of(dialect);
@@ -240,7 +346,7 @@ fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Opt
     let sep = dialect.separator();
     let plain = es.join(sep);
     if all_direct(&plain, &covered) {
-        return (Vec::new(), None);
+        return Dots::Plain;
     }
     let dots: Vec<String> = es.iter().map(|e| with_dot(e)).collect();
     let value = format!("{plain}{sep}{}", dots.join(sep));
@@ -251,10 +357,9 @@ fn dotted(dialect: Dialect, intent: &Intent, es: &[String]) -> (Vec<String>, Opt
             .all(|u| !models.iter().any(|m| direct(*m, v, u)))
     };
     if all_direct(&value, &covered) && kept_out(&value) {
-        return (dots, None);
+        return Dots::Added;
     }
-    let warning = format!("{dialect}: {name}. (with a trailing dot) goes through the proxy");
-    (Vec::new(), Some(warning))
+    Dots::Proxied
 }
 
 /// `entry` with a trailing dot on its name, before any port.
@@ -916,6 +1021,65 @@ mod tests {
                 for d in Dialect::ALL {
                     let out = render(d, &set);
                     proptest::prop_assert!(!out.value.contains(' '));
+                }
+            }
+        }
+    }
+
+    /// Renders `set` asking the models for every intent, as before the memo.
+    fn unmemoized(d: Dialect, set: &IntentSet, widen: Widen) -> Rendered {
+        let mut checks = Checks::memoized();
+        checks.memo = false;
+        render_checked(d, set, widen, &mut checks)
+    }
+
+    /// One label: plain ones (varied, of few lengths, so names share shapes) and every kind
+    /// a model treats specially.
+    const LABEL: &str = "[g-wyz][a-z0-9]{0,2}|[a-fx0-9]{1,3}|0x[0-9a-f]{0,2}|localhost|ocalhost|\
+                         xn--[a-z0-9]{1,4}|n--[a-z]|[a-z]_[a-z]|[a-z]{1,2}--[a-z]";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Memoizing the model checks per shape changes no byte of any render: random names,
+        /// each with a sibling whose plain labels are respelled (same shape).
+        #[test]
+        fn memo_changes_nothing(
+            names in proptest::collection::vec(
+                (
+                    "|\\.|\\*\\.",
+                    proptest::collection::vec(LABEL, 1..4),
+                    "(:(80|443|8080))?",
+                    "[g-wyz]",
+                ),
+                1..6,
+            ),
+        ) {
+            let mut entries = Vec::new();
+            for (lead, labels, port, letter) in &names {
+                let respelled: Vec<String> = labels
+                    .iter()
+                    .map(|l| if crate::noproxy::shape::plain(l) {
+                        format!("{letter}{}", &l[1..])
+                    } else {
+                        l.clone()
+                    })
+                    .collect();
+                for ls in [labels, &respelled] {
+                    entries.push(format!("{lead}{}{port}", ls.join(".")));
+                }
+            }
+            let entries: Vec<String> = entries
+                .into_iter()
+                .filter(|e| Intent::parse(e).is_ok())
+                .collect();
+            let set = IntentSet::parse(entries.iter().map(String::as_str)).unwrap();
+            for d in Dialect::ALL {
+                for widen in [Widen::Deny, Widen::Allow] {
+                    proptest::prop_assert_eq!(
+                        render_with(d, &set, widen),
+                        unmemoized(d, &set, widen),
+                        "{} {:?}: {:?}", d, widen, entries
+                    );
                 }
             }
         }
