@@ -178,3 +178,48 @@ async fn platform_sources_are_watched_and_can_be_switched_off() {
     assert!(!pod.values.is_empty());
     op.stop().await;
 }
+
+/// Talos labels its API server's static Pod `k8s-app=kube-apiserver`, not kubeadm's
+/// `component=kube-apiserver`: its Service range is read all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_talos_api_server_pod_gives_the_service_network() {
+    let policy = fixtures();
+    let policy = &policy[policy
+        .find("apiVersion: v1\nkind: Namespace")
+        .expect("namespace")..];
+    let env = Env::new(policy).await;
+    // Without a ServiceCIDR the static Pod is the first source.
+    Api::<k8s_openapi::api::networking::v1::ServiceCIDR>::all(env.client.clone())
+        .delete("kubernetes", &Default::default())
+        .await
+        .expect("delete the ServiceCIDR");
+    let pod = json!({
+        "metadata": {
+            "name": "kube-apiserver-talos-cp-1",
+            "labels": {"k8s-app": "kube-apiserver", "tier": "control-plane"}
+        },
+        "spec": {"containers": [{
+            "name": "kube-apiserver",
+            "image": "registry.k8s.io/kube-apiserver:v1.31.4",
+            "command": ["/usr/local/bin/kube-apiserver"],
+            "args": ["--service-cluster-ip-range=10.96.0.0/12", "--secure-port=6443"]
+        }]}
+    });
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(env.client.clone(), "kube-system")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .expect("create the static Pod");
+    let op = env.start();
+    let source = "Pod kube-system/kube-apiserver-talos-cp-1 --service-cluster-ip-range";
+    let f = eventually("service network from the Talos static Pod", || async {
+        let p = env.policy("team-a", "outbound").await;
+        let f = p.status?.discovered?.service_network?;
+        (f.source.as_deref() == Some(source)).then_some(f)
+    })
+    .await;
+    assert_eq!(f.values, ["10.96.0.0/12"]);
+    op.stop().await;
+}

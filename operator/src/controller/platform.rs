@@ -107,7 +107,8 @@ pub(crate) struct PlatformCaches {
     ip_pools: Option<Store<IPPool>>,
     cilium_nodes: Option<Store<CiliumNode>>,
     config_maps: Vec<Store<ConfigMap>>,
-    apiserver_pods: Option<Store<Pod>>,
+    /// One cache per label the distributions give the API server's static Pods.
+    apiserver_pods: Vec<Store<Pod>>,
     kube_dns: Option<Store<Deployment>>,
 }
 
@@ -198,14 +199,11 @@ pub(crate) async fn start(s: Start<'_>) -> PlatformCaches {
     }
     let ks_pods = Api::<Pod>::namespaced(s.client.clone(), "kube-system");
     if on(PlatformSource::KubeApiserver) {
-        let events = watcher(ks_pods, config().labels("component=kube-apiserver"));
-        out.apiserver_pods = Some(cache(
-            s.tasks,
-            s.metrics,
-            events,
-            strip_pod,
-            ping(s.changed),
-        ));
+        for label in APISERVER_LABELS {
+            let events = watcher(ks_pods.clone(), config().labels(label));
+            let pods = cache(s.tasks, s.metrics, events, strip_pod, ping(s.changed));
+            out.apiserver_pods.push(pods);
+        }
     }
     if on(PlatformSource::KubeDns) {
         let api = Api::<Deployment>::namespaced(s.client.clone(), "kube-system");
@@ -270,8 +268,11 @@ impl PlatformCaches {
             self.ip_pools,
             self.cilium_nodes
         );
-        wait!(self.apiserver_pods, self.kube_dns);
+        wait!(self.kube_dns);
         for s in &self.config_maps {
+            let _ = s.wait_until_ready().await;
+        }
+        for s in &self.apiserver_pods {
             let _ = s.wait_until_ready().await;
         }
     }
@@ -305,11 +306,7 @@ impl PlatformCaches {
                 .as_ref()
                 .map(|s| named(&s.state(), |n| n.spec.ipam.pod_cidrs.clone())),
             cilium_config: cm("kube-system", "cilium-config"),
-            apiserver_pods: self
-                .apiserver_pods
-                .as_ref()
-                .map(|s| named(&s.state(), |p| pod_command(p.spec.as_ref())))
-                .unwrap_or_default(),
+            apiserver_pods: apiserver_pods(&self.apiserver_pods),
             kube_dns_args: self.kube_dns.as_ref().and_then(|s| {
                 let d = s.state().into_iter().find(|d| d.name_any() == "kube-dns")?;
                 let spec = d.spec.as_ref()?.template.spec.as_ref();
@@ -317,6 +314,18 @@ impl PlatformCaches {
             }),
         }
     }
+}
+
+/// How distributions label the API server's static Pods: kubeadm (and most others)
+/// `component=kube-apiserver`, Talos `k8s-app=kube-apiserver`.
+const APISERVER_LABELS: [&str; 2] = ["component=kube-apiserver", "k8s-app=kube-apiserver"];
+
+/// The static Pods of every label, each once (a Pod may carry both labels).
+fn apiserver_pods(caches: &[Store<Pod>]) -> Vec<NamedValues> {
+    let mut pods: Vec<Arc<Pod>> = caches.iter().flat_map(|s| s.state()).collect();
+    pods.sort_by_key(|p| p.name_any());
+    pods.dedup_by_key(|p| p.name_any());
+    named(&pods, |p| pod_command(p.spec.as_ref()))
 }
 
 /// `status` (what runs), else `spec` (what was asked for) of the `cluster` Network.
