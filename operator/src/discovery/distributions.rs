@@ -143,9 +143,11 @@ fn openshift_spec_is_read_while_the_status_is_empty() {
         Some(
             "no Node has spec.podCIDRs, Network.config.openshift.io/cluster has no \
              clusterNetwork and ConfigMap kube-system/kubeadm-config not found; on EKS with \
-             the Amazon VPC CNI, Pods take addresses from the VPC's subnets and no object \
-             names them: set the VPC's CIDRs (aws ec2 describe-vpcs --vpc-ids VPC --query \
-             'Vpcs[].CidrBlockAssociationSet[].CidrBlock') (set --pod-cidr)"
+             the Amazon VPC CNI, Pods take addresses from VPC subnets (the nodes' own, or with \
+             custom networking those its ENIConfigs name, often in a secondary CIDR) and no \
+             object holds their ranges: set every CIDR of the VPC (aws ec2 describe-vpcs \
+             --vpc-ids VPC --query 'Vpcs[].CidrBlockAssociationSet[].CidrBlock') (set \
+             --pod-cidr)"
         )
     );
 }
@@ -456,9 +458,11 @@ fn eks_with_the_vpc_cni_reports_both_networks_missing_with_where_to_look() {
              kubernetesNetworkConfig.serviceIpv4Cidr (aws eks describe-cluster --name CLUSTER \
              --query cluster.kubernetesNetworkConfig.serviceIpv4Cidr) (set --service-cidr)",
             "podNetwork: no Node has spec.podCIDRs and ConfigMap kube-system/kubeadm-config not \
-             found; on EKS with the Amazon VPC CNI, Pods take addresses from the VPC's subnets \
-             and no object names them: set the VPC's CIDRs (aws ec2 describe-vpcs --vpc-ids \
-             VPC --query 'Vpcs[].CidrBlockAssociationSet[].CidrBlock') (set --pod-cidr)",
+             found; on EKS with the Amazon VPC CNI, Pods take addresses from VPC subnets (the \
+             nodes' own, or with custom networking those its ENIConfigs name, often in a \
+             secondary CIDR) and no object holds their ranges: set every CIDR of the VPC (aws \
+             ec2 describe-vpcs --vpc-ids VPC --query \
+             'Vpcs[].CidrBlockAssociationSet[].CidrBlock') (set --pod-cidr)",
         ])
     );
     assert_eq!(

@@ -349,9 +349,11 @@ fn per_node_pods(inp: &ClusterInputs) -> Vec<Candidate> {
 fn pod_hint(platform: Option<&str>) -> Option<String> {
     let hint = match platform? {
         "aws" => {
-            "on EKS with the Amazon VPC CNI, Pods take addresses from the VPC's subnets and no \
-             object names them: set the VPC's CIDRs (aws ec2 describe-vpcs --vpc-ids VPC \
-             --query 'Vpcs[].CidrBlockAssociationSet[].CidrBlock')"
+            "on EKS with the Amazon VPC CNI, Pods take addresses from VPC subnets (the nodes' \
+             own, or with custom networking those its ENIConfigs name, often in a secondary \
+             CIDR) and no object holds their ranges: set every CIDR of the VPC (aws ec2 \
+             describe-vpcs --vpc-ids VPC --query \
+             'Vpcs[].CidrBlockAssociationSet[].CidrBlock')"
         }
         "azure" => {
             "on AKS with Azure CNI, Pods take addresses from the VNet subnet; with kubenet or \
