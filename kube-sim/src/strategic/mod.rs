@@ -4,8 +4,10 @@
 //! merged lists. The patch metadata of the built-in types is in [`meta`].
 
 mod directives;
+mod items;
 pub(crate) mod meta;
 mod order;
+mod set_order;
 mod slice;
 
 use serde_json::{Map, Value};
@@ -78,7 +80,7 @@ fn merge_map(
         return directives::in_map(&d, patch);
     }
     directives::retain_keys(&mut original, &mut patch)?;
-    order::set_element_orders(&mut original, &mut patch, ty)?;
+    set_order::set_element_orders(&mut original, &mut patch, ty)?;
     for (k, patch_v) in patch {
         let (k, delete_list) = if k.starts_with(DELETE_PREFIX) {
             (extract_key(&k, DELETE_PREFIX)?, true)

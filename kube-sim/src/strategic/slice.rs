@@ -1,17 +1,11 @@
 //! Lists: `mergeSliceHandler`, `mergeSlice` and the `$patch` elements of merged lists.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use super::items::{Kind, element_kind, find};
 use super::meta::{Field, Strategy, Ty};
 use super::{DIRECTIVE, bad_patch_type, invalid, merge_map, no_merge_key, order};
-use crate::error::{ApiError, ApiResult};
-
-/// The type the items of a list share (Go's `reflect.Kind` of the decoded items).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Map,
-    Scalar(u8),
-}
+use crate::error::ApiResult;
 
 /// `mergeSliceHandler`: merge-strategy lists (and deletion lists) merge, others are replaced.
 pub(super) fn merge_handler(
@@ -58,34 +52,6 @@ fn merge(
     };
     let (patch_items, server_only) = order::partition(merged, &patch, key)?;
     order::normalize(patch_items, server_only, &patch, &server, key, kind)
-}
-
-/// `sliceElementType`: the items of all lists must have one type, and not be lists.
-pub(super) fn element_kind(lists: &[&[Value]]) -> ApiResult<Kind> {
-    let mut kind = None;
-    for v in lists.iter().flat_map(|l| l.iter()) {
-        let k = match v {
-            Value::Object(_) => Kind::Map,
-            Value::Array(_) if kind.is_none() => {
-                return Err(invalid("lists of lists are not supported"));
-            }
-            Value::Null => Kind::Scalar(0),
-            Value::Bool(_) => Kind::Scalar(1),
-            Value::Number(_) => Kind::Scalar(2),
-            Value::String(_) => Kind::Scalar(3),
-            Value::Array(_) => Kind::Scalar(4),
-        };
-        match kind {
-            Some(prev) if prev != k => {
-                return Err(invalid(format!(
-                    "list element types are not identical: {}",
-                    Value::Array(lists.iter().map(|l| Value::Array(l.to_vec())).collect())
-                )));
-            }
-            _ => kind = Some(k),
-        }
-    }
-    kind.ok_or_else(|| invalid("no elements in any of the given slices"))
 }
 
 /// `deduplicateScalars`, with its order: a duplicate is overwritten by the last item.
@@ -168,32 +134,4 @@ fn without_special(
         }
     }
     Ok(original)
-}
-
-/// `findMapInSliceBasedOnKeyValue`: the first item whose `key` is `value`.
-pub(super) fn find(list: &[Value], key: &str, value: &Value) -> ApiResult<Option<usize>> {
-    for (i, v) in list.iter().enumerate() {
-        let Some(m) = v.as_object() else {
-            return Err(not_a_map(i));
-        };
-        if m.get(key) == Some(value) {
-            return Ok(Some(i));
-        }
-    }
-    Ok(None)
-}
-
-fn not_a_map(i: usize) -> ApiError {
-    invalid(format!("value for key {i} is not a map"))
-}
-
-/// The map of a list item, or the error apimachinery gives for a non-map.
-pub(super) fn as_map<'a>(v: &'a Value, key: &str) -> ApiResult<&'a Map<String, Value>> {
-    let m = v
-        .as_object()
-        .ok_or_else(|| invalid(format!("expected a map, but received {v}")))?;
-    if !m.contains_key(key) {
-        return Err(no_merge_key(v, key));
-    }
-    Ok(m)
 }
