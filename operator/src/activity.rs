@@ -1,7 +1,7 @@
 //! A record of what the operator has looked at: which objects its caches applied, and which
 //! reconciles ran after that. It answers "has the operator seen this change and acted on it?",
 //! which a test must know before it can claim that nothing happened. Off unless a caller
-//! hands one in through [`crate::metrics::Metrics::recording`]: it keeps an entry per object.
+//! hands one in through `Metrics::recording`: it keeps an entry per object.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
