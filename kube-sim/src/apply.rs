@@ -436,7 +436,7 @@ pub(crate) fn plan(
     if let Err(conflicts) = update(&types, &live, &new, &mut all, Some(me), force) {
         return Err(conflict_error(&all, &conflicts, &name, rt));
     }
-    smd::drop_nulls(&mut new);
+    crate::object::drop_nulls(&mut new);
     if existing.is_none()
         && let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut)
     {

@@ -110,3 +110,16 @@ pub(crate) fn set_finalizers(obj: &mut Value, f: &[String]) {
         m.insert("finalizers".into(), json!(f));
     }
 }
+
+/// Drops null map entries at every depth: the typed objects the API server decodes and
+/// stores have none (apimachinery's `discardNullValuesFromPatch` does the same to patches).
+pub(crate) fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, v| !v.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}

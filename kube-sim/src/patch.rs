@@ -54,7 +54,7 @@ pub fn apply_patch(kind: PatchKind, doc: &Value, body: &[u8]) -> ApiResult<Value
             out = strategic_merge_patch(&out, &parse_json(body)?)?;
             // The API server decodes the result into the typed object: nulls left by the
             // merge (in list items the server did not have) are not stored.
-            drop_nulls(&mut out);
+            crate::object::drop_nulls(&mut out);
         }
         PatchKind::Apply => {
             return Err(ApiError::unsupported_media_type(
@@ -82,18 +82,6 @@ pub fn strategic_merge_patch(doc: &Value, patch: &Value) -> ApiResult<Value> {
         ));
     };
     crate::strategic::apply(doc, p.clone())
-}
-
-/// Removes null map entries at every depth.
-pub(crate) fn drop_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, v| !v.is_null());
-            m.values_mut().for_each(drop_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
 }
 
 fn parse_json(body: &[u8]) -> ApiResult<Value> {

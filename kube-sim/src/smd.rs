@@ -385,15 +385,3 @@ pub(crate) fn with_named_fields(t: &Types, set: &FieldSet) -> FieldSet {
     }
     out
 }
-
-/// Null map entries dropped (the typed objects the API server stores have none).
-pub(crate) fn drop_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(drop_nulls);
-        }
-        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
-}

@@ -61,15 +61,3 @@ pub(super) fn remove(v: Value) -> Option<Value> {
         other => Some(other),
     }
 }
-
-/// `discardNullValuesFromPatch`: drops null map entries at every depth.
-pub(super) fn discard_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, v| !v.is_null());
-            m.values_mut().for_each(discard_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(discard_nulls),
-        _ => {}
-    }
-}

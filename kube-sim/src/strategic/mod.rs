@@ -113,7 +113,7 @@ fn merge_map(
 
 /// A patch value taken as is: nulls dropped, maps holding a `$patch` left out.
 fn put_patch_value(original: &mut Map<String, Value>, k: String, mut v: Value) {
-    directives::discard_nulls(&mut v);
+    crate::object::drop_nulls(&mut v);
     if let Some(v) = directives::remove(v) {
         original.insert(k, v);
     }
