@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::explain_workload::{DialectFlag, parse_workload, read, report, text as workload_text};
-use crate::noproxy::{Decision, Dialect, Env, Explanation, Target, explain, explain_all};
+use super::explain_workload::{
+    DialectFlag, decisions, parse_workload, read, report, text as workload_text,
+};
+use crate::noproxy::{Dialect, Env, Explanation, Target, explain, explain_all};
 
 /// Output format of `explain` and `render-no-proxy`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -137,27 +139,6 @@ fn text(results: &[Explanation]) -> String {
         out.push_str(&format!("URL: {}\n", first.url));
     }
     out.push_str(&decisions(results, ""));
-    out
-}
-
-/// Each dialect's decision on one line and its reason on the next, indented by `indent`.
-pub(super) fn decisions(results: &[Explanation], indent: &str) -> String {
-    let mut out = String::new();
-    let width = results
-        .iter()
-        .map(|r| r.dialect.name().len())
-        .max()
-        .unwrap_or(0);
-    for r in results {
-        let what = match (r.decision, &r.proxy) {
-            (Decision::Proxy, Some(p)) => format!("proxy   via {p}"),
-            (Decision::Proxy, None) => "proxy".to_owned(),
-            (Decision::Direct, _) => "direct".to_owned(),
-            (Decision::Error, _) => "ERROR".to_owned(),
-        };
-        out.push_str(&format!("{indent}{:width$}  {what}\n", r.dialect.name()));
-        out.push_str(&format!("{indent}{:width$}    {}\n", "", r.reason));
-    }
     out
 }
 

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::api::{EgressProxyPolicy, WorkloadKind};
 use crate::credentials::managed_name;
-use crate::noproxy::{Dialect, Env, Explanation, Matcher, Target, redact};
+use crate::noproxy::{Decision, Dialect, Env, Explanation, Matcher, Target, redact};
 use crate::workloads::kubelet::{self, ContainerEnv, Fetched, ObjectKind, Objects, Source};
 use crate::workloads::{is_ours, kind_name};
 
@@ -327,13 +327,34 @@ pub fn text(r: &Report) -> String {
                 names.join(", ")
             };
             out.push_str(&format!("  dialect: {names} ({})\n", c.dialect_from));
-            out.push_str(&super::explain::decisions(&c.explanations, "  "));
+            out.push_str(&decisions(&c.explanations, "  "));
         }
     }
     out.push_str(
         "\nNot visible here: variables the image sets (ENV in its Dockerfile) and proxy \
          settings the program makes itself.\n",
     );
+    out
+}
+
+/// Each dialect's decision on one line and its reason on the next, indented by `indent`.
+pub(super) fn decisions(results: &[Explanation], indent: &str) -> String {
+    let mut out = String::new();
+    let width = results
+        .iter()
+        .map(|r| r.dialect.name().len())
+        .max()
+        .unwrap_or(0);
+    for r in results {
+        let what = match (r.decision, &r.proxy) {
+            (Decision::Proxy, Some(p)) => format!("proxy   via {p}"),
+            (Decision::Proxy, None) => "proxy".to_owned(),
+            (Decision::Direct, _) => "direct".to_owned(),
+            (Decision::Error, _) => "ERROR".to_owned(),
+        };
+        out.push_str(&format!("{indent}{:width$}  {what}\n", r.dialect.name()));
+        out.push_str(&format!("{indent}{:width$}    {}\n", "", r.reason));
+    }
     out
 }
 
