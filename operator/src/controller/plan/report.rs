@@ -6,9 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::applied::Applied;
 use super::slots::Stage;
-use super::verify;
 use super::{Blocker, Change, Plan, Verdict};
-use crate::api::reasons::{READY, RECONCILING, STALLED, event, reason};
+use crate::api::reasons::{READY, RECONCILING, STALLED, VERIFIED, event, reason};
 use crate::api::{
     EgressProxyPolicyStatus, RotationCounts, RotationPhase, RotationStatus, UncoveredIntent,
     WorkloadCounts,
@@ -317,8 +316,67 @@ fn applied_status(
         failures: &failures,
         old_jobs: &a.old_jobs,
     });
-    verify::conditions(a, &mut decided);
+    verification_conditions(a, &mut decided);
     (status, decided, requeue(a))
+}
+
+/// The `Verified` condition, and `Ready`/`Reconciling`/`Stalled` when a closed gate holds
+/// back workloads that need the new configuration.
+fn verification_conditions(a: &Applied, decided: &mut Vec<Decided>) {
+    let Some(w) = a.slots.verify.as_ref() else {
+        return;
+    };
+    let what = format!("slot {} with config {}", w.slot, w.hash);
+    let latest = a.verification.as_ref().filter(|v| v.key == w.key);
+    let (status, why, message) = match (a.slots.gate, latest) {
+        _ if !a.probe_image => (
+            false,
+            reason::VERIFICATION_FAILED,
+            "spec.verification is set, but the operator runs without --probe-image: nothing \
+             can be verified, so nothing is switched"
+                .to_owned(),
+        ),
+        _ if w.refused.is_some() => (
+            false,
+            reason::VERIFICATION_FAILED,
+            format!(
+                "{}: nothing is verified, so nothing is switched",
+                w.refused.as_deref().unwrap_or_default()
+            ),
+        ),
+        (Gate::Passed, Some(v)) => (
+            true,
+            reason::VERIFICATION_PASSED,
+            format!("{what}: {} (Job {})", v.message, v.job),
+        ),
+        (Gate::Failed, Some(v)) => (
+            false,
+            reason::VERIFICATION_FAILED,
+            format!("{what}: {} (Job {})", v.message, v.job),
+        ),
+        _ => {
+            let note = a
+                .probe_note
+                .as_deref()
+                .unwrap_or("the probe Job is being looked up");
+            (
+                false,
+                reason::VERIFICATION_PENDING,
+                format!("checking {what} from inside the cluster: {note}"),
+            )
+        }
+    };
+    let held = a.slots.gate != Gate::Passed && a.mine.iter().any(|m| m.needs_write);
+    if held {
+        let failed = why == reason::VERIFICATION_FAILED;
+        let n = a.mine.iter().filter(|m| m.needs_write).count();
+        let m = format!("{n} workload(s) wait for the verification of {what}: {message}");
+        decided.retain(|d| ![READY, RECONCILING, STALLED].contains(&d.type_));
+        decided.push(cond(READY, false, why, m.clone()));
+        decided.push(cond(RECONCILING, !failed, why, m.clone()));
+        decided.push(cond(STALLED, failed, why, m));
+    }
+    decided.push(cond(VERIFIED, status, why, message));
 }
 
 /// When to look again: soon while workloads roll, a rotation drains or a probe runs.

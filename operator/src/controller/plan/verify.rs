@@ -18,11 +18,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use super::applied::Applied;
 use super::{Inputs, managed_meta, own_names};
-use crate::api::reasons::{READY, RECONCILING, STALLED, VERIFIED, reason};
 use crate::api::{EndpointCheck, ExpectedPath, VerificationStatus};
-use crate::controller::conditions::Decided;
 use crate::credentials::hex;
 use crate::probe::expect_name;
 use crate::rotation::Gate;
@@ -529,73 +526,5 @@ fn summary(results: &[EndpointCheck]) -> String {
             e.error.as_deref().unwrap_or("failed")
         ),
         None => format!("all {} endpoint(s) took their expected path", results.len()),
-    }
-}
-
-/// The `Verified` condition, and `Ready`/`Reconciling`/`Stalled` when a closed gate holds
-/// back workloads that need the new configuration.
-pub(super) fn conditions(a: &Applied, decided: &mut Vec<Decided>) {
-    let Some(w) = a.slots.verify.as_ref() else {
-        return;
-    };
-    let what = format!("slot {} with config {}", w.slot, w.hash);
-    let latest = a.verification.as_ref().filter(|v| v.key == w.key);
-    let (status, why, message) = match (a.slots.gate, latest) {
-        _ if !a.probe_image => (
-            false,
-            reason::VERIFICATION_FAILED,
-            "spec.verification is set, but the operator runs without --probe-image: nothing \
-             can be verified, so nothing is switched"
-                .to_owned(),
-        ),
-        _ if w.refused.is_some() => (
-            false,
-            reason::VERIFICATION_FAILED,
-            format!(
-                "{}: nothing is verified, so nothing is switched",
-                w.refused.as_deref().unwrap_or_default()
-            ),
-        ),
-        (Gate::Passed, Some(v)) => (
-            true,
-            reason::VERIFICATION_PASSED,
-            format!("{what}: {} (Job {})", v.message, v.job),
-        ),
-        (Gate::Failed, Some(v)) => (
-            false,
-            reason::VERIFICATION_FAILED,
-            format!("{what}: {} (Job {})", v.message, v.job),
-        ),
-        _ => {
-            let note = a
-                .probe_note
-                .as_deref()
-                .unwrap_or("the probe Job is being looked up");
-            (
-                false,
-                reason::VERIFICATION_PENDING,
-                format!("checking {what} from inside the cluster: {note}"),
-            )
-        }
-    };
-    let held = a.slots.gate != Gate::Passed && a.mine.iter().any(|m| m.needs_write);
-    if held {
-        let failed = why == reason::VERIFICATION_FAILED;
-        let n = a.mine.iter().filter(|m| m.needs_write).count();
-        let m = format!("{n} workload(s) wait for the verification of {what}: {message}");
-        decided.retain(|d| ![READY, RECONCILING, STALLED].contains(&d.type_));
-        decided.push(cond(READY, false, why, m.clone()));
-        decided.push(cond(RECONCILING, !failed, why, m.clone()));
-        decided.push(cond(STALLED, failed, why, m));
-    }
-    decided.push(cond(VERIFIED, status, why, message));
-}
-
-fn cond(type_: &'static str, status: bool, reason: &'static str, message: String) -> Decided {
-    Decided {
-        type_,
-        status,
-        reason,
-        message,
     }
 }
