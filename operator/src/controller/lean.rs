@@ -14,10 +14,12 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
+use kube::Resource;
+use serde_json::{Map, Value, json};
 
-use super::objects::strip_workload;
-use crate::workloads::OWNED_VARS;
+use crate::api::WorkloadKind;
+use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, OWNED_VARS};
 
 /// What the object's metadata keeps.
 fn meta(m: &mut ObjectMeta) {
@@ -140,6 +142,83 @@ pub fn cron_job(o: &mut CronJob) {
         }
         s.job_template.metadata = None;
     }
+}
+
+/// [`strip`], but keeps the operator's own managedFields entries of the object itself
+/// (what `WorkloadView::owned` reads); an object that had managedFields keeps an empty list.
+pub fn strip_workload<K: Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    let ours = meta.managed_fields.take().map(|entries| {
+        entries
+            .into_iter()
+            .filter(|e| e.manager.as_deref() == Some(FIELD_MANAGER) && e.subresource.is_none())
+            .map(|mut e| {
+                e.fields_v1 = e.fields_v1.map(|f| FieldsV1(owned_fields(&f.0)));
+                e.time = None;
+                e
+            })
+            .collect::<Vec<_>>()
+    });
+    strip(o);
+    o.meta_mut().managed_fields = ours;
+}
+
+/// Drops what the operator never reads from cached objects: `managedFields` and the
+/// client-side-apply copy of the whole object.
+pub fn strip<K: Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Where the pod template's fields sit in managedFields.
+pub(super) fn template_fields(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::CronJob => "/f:spec/f:jobTemplate/f:spec/f:template",
+        _ => "/f:spec/f:template",
+    }
+}
+
+/// Of the fields an entry names, what `objects::owned` reads: the config-hash annotation
+/// and the env entries' keys per container (their `valueFrom` is most of an entry's size).
+pub(super) fn owned_fields(f: &Value) -> Value {
+    let paths = [WorkloadKind::Deployment, WorkloadKind::CronJob].map(template_fields);
+    let Some((path, tpl)) = paths.iter().find_map(|p| Some((p, f.pointer(p)?))) else {
+        return json!({});
+    };
+    let mut out = Map::new();
+    let hash = format!("f:{CONFIG_HASH}");
+    if let Some(a) = tpl.pointer("/f:metadata/f:annotations")
+        && a.get(&hash).is_some()
+    {
+        out.insert("f:metadata".into(), json!({"f:annotations": {hash: {}}}));
+    }
+    let mut spec = Map::new();
+    for list in ["f:containers", "f:initContainers"] {
+        let containers = tpl.get("f:spec").and_then(|s| s.get(list));
+        let kept: Map<String, Value> = containers
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, c)| {
+                let env = c.get("f:env")?.as_object()?;
+                let env: Map<String, Value> = env.keys().map(|k| (k.clone(), json!({}))).collect();
+                Some((key.clone(), json!({ "f:env": env })))
+            })
+            .collect();
+        if !kept.is_empty() {
+            spec.insert(list.into(), Value::Object(kept));
+        }
+    }
+    if !spec.is_empty() {
+        out.insert("f:spec".into(), Value::Object(spec));
+    }
+    // Back at the template's place.
+    path.rsplit('/')
+        .filter(|s| !s.is_empty())
+        .fold(Value::Object(out), |v, key| json!({ key: v }))
 }
 
 #[cfg(test)]

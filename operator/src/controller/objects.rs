@@ -12,13 +12,14 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::{Resource, ResourceExt};
 
+pub use super::lean::strip;
+use super::lean::template_fields;
 use crate::api::WorkloadKind;
 use crate::discovery::{
     ClusterInputs, NamedValues, NodeArgs, NodeInputs, PlatformInputs, PlatformSource,
 };
-use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, PROXY_VARS, WorkloadId};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
-use serde_json::{Map, Value, json};
+use crate::workloads::{CONFIG_HASH, PROXY_VARS, WorkloadId};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// What the reconciler needs to know about one workload.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,15 +74,7 @@ impl WorkloadView {
     }
 }
 
-/// Where the pod template's fields sit in managedFields.
-fn template_fields(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::CronJob => "/f:spec/f:jobTemplate/f:spec/f:template",
-        _ => "/f:spec/f:template",
-    }
-}
-
-/// What the operator's own managedFields entries (kept by [`strip_workload`]) own.
+/// What the operator's own managedFields entries (kept by [`super::lean::strip_workload`]) own.
 fn owned(meta: &ObjectMeta, kind: WorkloadKind) -> Option<Owned> {
     let entries = meta.managed_fields.as_ref()?;
     let mut owned = Owned::default();
@@ -109,46 +102,6 @@ fn owned(meta: &ObjectMeta, kind: WorkloadKind) -> Option<Owned> {
         }
     }
     Some(owned)
-}
-
-/// Of the fields an entry names, what [`owned`] reads: the config-hash annotation and the
-/// env entries' keys per container (their `valueFrom` is most of an entry's size).
-fn owned_fields(f: &Value) -> Value {
-    let paths = [WorkloadKind::Deployment, WorkloadKind::CronJob].map(template_fields);
-    let Some((path, tpl)) = paths.iter().find_map(|p| Some((p, f.pointer(p)?))) else {
-        return json!({});
-    };
-    let mut out = Map::new();
-    let hash = format!("f:{CONFIG_HASH}");
-    if let Some(a) = tpl.pointer("/f:metadata/f:annotations")
-        && a.get(&hash).is_some()
-    {
-        out.insert("f:metadata".into(), json!({"f:annotations": {hash: {}}}));
-    }
-    let mut spec = Map::new();
-    for list in ["f:containers", "f:initContainers"] {
-        let containers = tpl.get("f:spec").and_then(|s| s.get(list));
-        let kept: Map<String, Value> = containers
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(key, c)| {
-                let env = c.get("f:env")?.as_object()?;
-                let env: Map<String, Value> = env.keys().map(|k| (k.clone(), json!({}))).collect();
-                Some((key.clone(), json!({ "f:env": env })))
-            })
-            .collect();
-        if !kept.is_empty() {
-            spec.insert(list.into(), Value::Object(kept));
-        }
-    }
-    if !spec.is_empty() {
-        out.insert("f:spec".into(), Value::Object(spec));
-    }
-    // Back at the template's place.
-    path.rsplit('/')
-        .filter(|s| !s.is_empty())
-        .fold(Value::Object(out), |v, key| json!({ key: v }))
 }
 
 /// The name in a managedFields list key `k:{"name":"..."}`.
@@ -397,35 +350,6 @@ impl JobView {
     }
 }
 
-/// [`strip`], but keeps the operator's own managedFields entries of the object itself
-/// (what [`WorkloadView::owned`] reads); an object that had managedFields keeps an empty list.
-pub fn strip_workload<K: Resource>(o: &mut K) {
-    let meta = o.meta_mut();
-    let ours = meta.managed_fields.take().map(|entries| {
-        entries
-            .into_iter()
-            .filter(|e| e.manager.as_deref() == Some(FIELD_MANAGER) && e.subresource.is_none())
-            .map(|mut e| {
-                e.fields_v1 = e.fields_v1.map(|f| FieldsV1(owned_fields(&f.0)));
-                e.time = None;
-                e
-            })
-            .collect::<Vec<_>>()
-    });
-    strip(o);
-    o.meta_mut().managed_fields = ours;
-}
-
-/// Drops what the operator never reads from cached objects: `managedFields` and the
-/// client-side-apply copy of the whole object.
-pub fn strip<K: Resource>(o: &mut K) {
-    let meta = o.meta_mut();
-    meta.managed_fields = None;
-    if let Some(a) = meta.annotations.as_mut() {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-}
-
 /// The Node annotations discovery reads: OVN-Kubernetes' subnets, k3s' and RKE2's arguments.
 pub const NODE_ANNOTATIONS: [&str; 3] = [
     "k8s.ovn.org/node-subnets",
@@ -568,9 +492,12 @@ fn annotation(n: &Node, key: &str) -> Option<String> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    use serde_json::{Map, Value, json};
 
     use super::*;
+    use crate::controller::lean::{owned_fields, strip_workload};
+    use crate::workloads::FIELD_MANAGER;
 
     /// A Deployment whose template the operator and its team both wrote.
     pub(crate) fn deployment() -> Deployment {
