@@ -379,7 +379,6 @@ fn verification_conditions(a: &Applied, decided: &mut Vec<Decided>) {
     decided.push(cond(VERIFIED, status, why, message));
 }
 
-/// When to look again: soon while workloads roll, a rotation drains or a probe runs.
 /// The rendering's warnings; for `java` with a proxy that wants credentials, what the JDK
 /// does not do by itself.
 fn warnings(a: &Applied) -> Vec<String> {
@@ -409,6 +408,7 @@ pub const JAVA_CREDENTIALS: &str = "java: the JDK sends no proxy credentials by 
      operator sets too), and for https URLs the JDK refuses Basic proxy authentication unless \
      jdk.http.auth.tunneling.disabledSchemes is set to an empty value";
 
+/// When to look again: soon while workloads roll, a rotation drains or a probe runs.
 fn requeue(a: &Applied) -> Requeue {
     // Stuck rollouts (paused, past their deadline, OnDelete) do not progress by themselves:
     // their change wakes the policy.
