@@ -733,3 +733,241 @@ async fn a_bare_program_name_is_looked_up_and_a_missing_one_fails_to_start() {
         "{message}"
     );
 }
+
+/// Where the probe Job mounts the policy's trust ConfigMap.
+const TRUST: &str = "/etc/egress-proxy/trust";
+const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+
+async fn create_configmap(client: &kube::Client, cm: Value) {
+    let cm: ConfigMap = serde_json::from_value(cm).expect("configmap");
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create configmap");
+}
+
+/// A Job running `sh -c script args...` with the given volumes, mounts and env.
+fn job_with_volumes(name: &str, volumes: Value, mounts: Value, env: Value, args: &[&str]) -> Job {
+    let extra = json!({"spec": {"template": {"spec": {"volumes": volumes,
+        "containers": [{"name": "main", "image": IMAGE, "env": env,
+            "volumeMounts": mounts, "args": args}]}}}});
+    job(name, "", extra)
+}
+
+/// Wait until the Job completes (a failure fails the test, with what the Pod said).
+async fn completed_message(client: &kube::Client, name: &str) -> String {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let done = |j: Option<&Job>| {
+        j.is_some_and(|j| {
+            has_condition(j, "Complete").is_some() || has_condition(j, "Failed").is_some()
+        })
+    };
+    let j = tokio::time::timeout(WAIT, await_condition(jobs.clone(), name, done))
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for Job {name} to finish"))
+        .expect("watch")
+        .expect("job exists");
+    let pod = job_pods(&pods, name).await.pop().expect("a Pod");
+    let message = container_state(&pod)["terminated"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let pod_name = pod.metadata.name.clone().expect("name");
+    let logs = pods.logs(&pod_name, &LogParams::default()).await;
+    assert!(
+        has_condition(&j, "Complete").is_some(),
+        "Job {name} failed: message {message:?}, logs {logs:?}"
+    );
+    message
+}
+
+#[tokio::test]
+async fn a_job_reads_mounted_configmap_and_secret_files_through_env_and_args() {
+    let (_sim, client) = start(0.0).await;
+    create_configmap(
+        &client,
+        json!({"metadata": {"name": "egress-proxy-p"},
+        "data": {"ca-bundle.crt": PEM, "SSL_CERT_FILE": format!("{TRUST}/ca-bundle.crt"),
+            "unlisted": "not mounted"},
+        "binaryData": {"truststore.p12": "AP8wgg=="}}),
+    )
+    .await;
+    let s: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "token"}, "stringData": {"token": "t0ken"}}),
+    )
+    .expect("secret");
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("secret");
+    let volumes = json!([
+        {"name": "egress-proxy-trust", "configMap": {"name": "egress-proxy-p", "items": [
+            {"key": "ca-bundle.crt", "path": "ca-bundle.crt"},
+            {"key": "truststore.p12", "path": "java/truststore.p12"}]}},
+        {"name": "creds", "secret": {"secretName": "token", "defaultMode": 0o440}},
+    ]);
+    let mounts = json!([
+        {"name": "egress-proxy-trust", "mountPath": TRUST, "readOnly": true},
+        {"name": "creds", "mountPath": "/var/run/creds"},
+        {"name": "creds", "mountPath": "/etc/token", "subPath": "token"},
+    ]);
+    let env = json!([{"name": "SSL_CERT_FILE", "valueFrom": {"configMapKeyRef":
+        {"name": "egress-proxy-p", "key": "SSL_CERT_FILE"}}}]);
+    let script = "{ echo \"$SSL_CERT_FILE\"; cat \"$SSL_CERT_FILE\"; \
+                  od -An -tx1 \"$1\" | tr -d ' \\n'; echo; cat /var/run/creds/token /etc/token; \
+                  echo; stat -c %a /var/run/creds/token; \
+                  test -e /etc/egress-proxy/trust/unlisted && echo listed || echo unlisted; \
+                  } > /dev/termination-log";
+    let arg = format!("{TRUST}/java/truststore.p12");
+    let j = job_with_volumes("reader", volumes, mounts, env, &["-c", script, "sh", &arg]);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    jobs.create(&PostParams::default(), &j)
+        .await
+        .expect("create");
+    let message = completed_message(&client, "reader").await;
+    let (path, rest) = message.split_once('\n').expect("the path first");
+    assert!(
+        !path.starts_with("/etc/") && path.ends_with("/volumes/egress-proxy-trust/ca-bundle.crt"),
+        "SSL_CERT_FILE points into the Pod's volume directory: {path}"
+    );
+    assert_eq!(rest, format!("{PEM}00ff3082\nt0kent0ken\n440\nunlisted\n"));
+    assert!(Path::new(path).exists());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = job_pods(&pods, "reader").await[0].metadata.name.clone();
+    pods.delete(&pod.expect("name"), &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    eventually("the Pod's volume files to be removed", || async {
+        (!Path::new(path).exists()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_missing_configmap_volume_holds_the_pod_with_failed_mount() {
+    use k8s_openapi::api::core::v1::Event;
+    let (_sim, client) = start(0.0).await;
+    let volumes = json!([{"name": "egress-proxy-trust", "configMap": {"name": "late",
+        "items": [{"key": "ca-bundle.crt", "path": "ca-bundle.crt"}]}}]);
+    let mounts = json!([{"name": "egress-proxy-trust", "mountPath": TRUST, "readOnly": true}]);
+    let script = format!("cat {TRUST}/ca-bundle.crt > /dev/termination-log");
+    let j = job_with_volumes("mount", volumes, mounts, json!([]), &["-c", &script]);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    jobs.create(&PostParams::default(), &j)
+        .await
+        .expect("create");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let failed_mount = |why: &'static str| {
+        let (events, pods) = (events.clone(), pods.clone());
+        async move {
+            let want =
+                format!("MountVolume.SetUp failed for volume \"egress-proxy-trust\" : {why}");
+            eventually(why, || async {
+                let pod = job_pods(&pods, "mount").await.pop()?;
+                let name = pod.metadata.name.clone()?;
+                let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
+                let list = events.list(&lp).await.expect("events").items;
+                let e = list
+                    .into_iter()
+                    .find(|e| e.message.as_deref() == Some(&want))?;
+                Some((pod, e))
+            })
+            .await
+        }
+    };
+    let (pod, e) = failed_mount("configmap \"late\" not found").await;
+    assert_eq!(
+        (e.reason.as_deref(), e.type_.as_deref()),
+        (Some("FailedMount"), Some("Warning"))
+    );
+    assert_eq!(
+        e.source.and_then(|s| s.component).as_deref(),
+        Some("kubelet")
+    );
+    assert_eq!(e.involved_object.kind.as_deref(), Some("Pod"));
+    let status = pod.status.clone().expect("status");
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    assert_eq!(
+        waiting_of(&pod),
+        Some(("ContainerCreating".into(), String::new()))
+    );
+    let sandbox = status.conditions.expect("conditions").into_iter();
+    let sandbox = sandbox.filter(|c| c.type_ == "PodReadyToStartContainers");
+    assert_eq!(sandbox.map(|c| c.status).collect::<Vec<_>>(), ["False"]);
+
+    create_configmap(
+        &client,
+        json!({"metadata": {"name": "late"}, "data": {"other": "x"}}),
+    )
+    .await;
+    let (pod, _) =
+        failed_mount("configmap references non-existent config key: ca-bundle.crt").await;
+    assert_eq!(
+        waiting_of(&pod),
+        Some(("ContainerCreating".into(), String::new()))
+    );
+    let add = json!({"data": {"ca-bundle.crt": PEM}});
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch("late", &PatchParams::default(), &Patch::Merge(&add))
+        .await
+        .expect("add the key");
+    assert_eq!(completed_message(&client, "mount").await, PEM);
+    assert_eq!(
+        job_pods(&pods, "mount").await.len(),
+        1,
+        "the same Pod started"
+    );
+
+    let optional = json!([{"name": "maybe", "configMap": {"name": "nowhere", "optional": true}}]);
+    let mounts = json!([{"name": "maybe", "mountPath": "/etc/maybe"}]);
+    let script = "{ ls -A /etc/maybe; echo end; } > /dev/termination-log";
+    let j = job_with_volumes("optional", optional, mounts, json!([]), &["-c", script]);
+    jobs.create(&PostParams::default(), &j)
+        .await
+        .expect("create");
+    assert_eq!(completed_message(&client, "optional").await, "end\n");
+}
+
+#[tokio::test]
+async fn only_whole_paths_under_a_mount_path_are_rewritten() {
+    let (_sim, client) = start(0.0).await;
+    create_configmap(
+        &client,
+        json!({"metadata": {"name": "cm"}, "data": {"a": "A"}}),
+    )
+    .await;
+    let volumes = json!([{"name": "egress-proxy-trust", "configMap": {"name": "cm"}}]);
+    let mounts = json!([{"name": "egress-proxy-trust", "mountPath": TRUST}]);
+    let env = json!([
+        {"name": "X", "value": format!("{TRUST}x/file")},
+        {"name": "Y", "value": TRUST},
+        {"name": "Z", "value": format!("--ca={TRUST}/a")},
+    ]);
+    let script = "printf '%s|%s|%s|%s|%s|%s' \"$X\" \"$Y\" \"$Z\" \"$1\" \"$2\" \
+                  \"$(cat \"${Z#--ca=}\")\" > /dev/termination-log";
+    let (other, sibling) = (format!("/opt{TRUST}/a"), format!("{TRUST}.d"));
+    let args = ["-c", script, "sh", &other, &sibling];
+    let j = job_with_volumes("prefix", volumes, mounts, env, &args);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    jobs.create(&PostParams::default(), &j)
+        .await
+        .expect("create");
+    let message = completed_message(&client, "prefix").await;
+    let parts: Vec<&str> = message.split('|').collect();
+    let dir = parts[1];
+    assert!(
+        dir.ends_with("/volumes/egress-proxy-trust") && !dir.starts_with("/etc/"),
+        "the mount path itself is rewritten: {message}"
+    );
+    let want = [
+        format!("{TRUST}x/file"),
+        dir.to_string(),
+        format!("--ca={dir}/a"),
+        other,
+        sibling,
+        "A".to_string(),
+    ];
+    assert_eq!(parts, want);
+}

@@ -1,8 +1,11 @@
 //! The kubelet for Pods whose restartPolicy is Never or OnFailure (Job Pods): their containers
 //! run as local processes when their image is mapped to a program (`Config::run_images`).
 //! Pods of Deployments and the other workloads keep the delay-based simulation in `pods`.
+//! Their configMap, secret and emptyDir volumes are simulated by `volumes`.
 
-use std::path::PathBuf;
+mod volumes;
+
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -14,6 +17,8 @@ use crate::object::now;
 use crate::store::Store;
 
 const CONFIG_ERROR: &str = "CreateContainerConfigError";
+/// Containers not created yet (also while the Pod's volumes cannot be set up).
+const CREATING: &str = "ContainerCreating";
 const DEFAULT_MESSAGE_PATH: &str = "/dev/termination-log";
 
 /// Pods whose containers kube-sim executes.
@@ -38,7 +43,7 @@ fn container_status(c: &Value, state: Value, ready: bool, started: bool) -> Valu
 }
 
 /// Pod conditions; a condition whose status did not change keeps its transition time.
-fn conditions(old: &Value, phase: &str, ready: bool, unready: &[String]) -> Value {
+fn conditions(old: &Value, phase: &str, ready: bool, unready: &[String], sandbox: bool) -> Value {
     let ts = now();
     let not_ready = (
         "ContainersNotReady",
@@ -56,7 +61,11 @@ fn conditions(old: &Value, phase: &str, ready: bool, unready: &[String]) -> Valu
     let terminal = matches!(phase, "Succeeded" | "Failed");
     let flag = |b: bool| if b { "True" } else { "False" };
     let list = [
-        ("PodReadyToStartContainers", flag(!terminal), None),
+        (
+            "PodReadyToStartContainers",
+            flag(sandbox && !terminal),
+            None,
+        ),
         (
             "Initialized",
             "True",
@@ -98,13 +107,17 @@ fn pod_status(p: &Value, phase: &str, statuses: Vec<Value>) -> Value {
         .filter(|s| s["ready"] != json!(true))
         .map(|s| s["name"].as_str().unwrap_or_default().to_string())
         .collect();
+    // Before its containers are created a Pod has no sandbox (the kubelet sets the volumes
+    // up first).
+    let creating = |s: &Value| s.pointer("/state/waiting/reason") == Some(&json!(CREATING));
+    let sandbox = !statuses.iter().all(creating);
     let start = p
         .pointer("/status/startTime")
         .cloned()
         .unwrap_or(json!(now()));
     json!({
         "phase": phase,
-        "conditions": conditions(p, phase, ready, &unready),
+        "conditions": conditions(p, phase, ready, &unready, sandbox),
         "hostIP": LOCAL_IP, "hostIPs": [{ "ip": LOCAL_IP }],
         "podIP": LOCAL_IP, "podIPs": [{ "ip": LOCAL_IP }],
         "startTime": start,
@@ -115,7 +128,7 @@ fn pod_status(p: &Value, phase: &str, statuses: Vec<Value>) -> Value {
 /// The status a new executed Pod is created with: containers not created yet.
 pub(super) fn pending_status(spec: &Value) -> Value {
     let pod = json!({ "spec": spec });
-    let waiting = json!({ "waiting": { "reason": "ContainerCreating" } });
+    let waiting = json!({ "waiting": { "reason": CREATING } });
     let statuses = containers(&pod)
         .iter()
         .map(|c| container_status(c, waiting.clone(), false, false))
@@ -126,11 +139,31 @@ pub(super) fn pending_status(spec: &Value) -> Value {
 /// Why a Pod's containers cannot start yet.
 struct Waiting {
     reason: &'static str,
+    /// For ContainerCreating, the FailedMount Event's message (the status shows none).
     message: String,
 }
 
+impl Waiting {
+    fn config(message: String) -> Self {
+        Self {
+            reason: CONFIG_ERROR,
+            message,
+        }
+    }
+
+    fn mount(message: String) -> Self {
+        Self {
+            reason: CREATING,
+            message,
+        }
+    }
+}
+
 fn write_waiting(store: &mut Store, p: &Value, w: &Waiting) {
-    let state = json!({ "waiting": { "reason": w.reason, "message": w.message } });
+    let state = match w.reason {
+        CREATING => json!({ "waiting": { "reason": w.reason } }),
+        _ => json!({ "waiting": { "reason": w.reason, "message": w.message } }),
+    };
     let statuses = containers(p)
         .iter()
         .map(|c| container_status(c, state.clone(), false, false))
@@ -146,25 +179,54 @@ pub(super) fn sync(store: &mut Store, ctl: &mut Ctl, p: &Value) {
     if matches!(phase.as_str(), "Succeeded" | "Failed") || ctl.procs.started(&id) {
         return;
     }
-    match prepare(store, ctl, p) {
+    let started = prepare(store, ctl, p).and_then(|ready| {
+        let dir = Procs::pod_dir(&id);
+        if let Err(message) = volumes::write(&dir.join(volumes::DIR), &ready.volumes) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(Waiting::mount(message));
+        }
+        Ok(ctl.procs.start(&id, ready.specs))
+    });
+    match started {
         Err(w) => {
-            if w.reason == CONFIG_ERROR {
+            if matches!(w.reason, CONFIG_ERROR | CREATING) {
                 ctl.config_waiting.insert(key);
+            }
+            if w.reason == CREATING {
+                volumes::record_failed_mount(store, p, &w.message);
             }
             write_waiting(store, p, &w);
         }
-        Ok(specs) => {
+        Ok(failed) => {
             ctl.config_waiting.remove(&key);
-            let failed = ctl.procs.start(&id, specs);
             write_started(store, p, failed);
         }
     }
 }
 
-/// Everything needed to start the Pod's containers, or why they cannot start.
-fn prepare(store: &Store, ctl: &Ctl, p: &Value) -> Result<Vec<Spec>, Waiting> {
-    let cs = containers(p);
-    for c in &cs {
+/// What starting a Pod takes: its volumes' files, then its containers' processes.
+struct Ready {
+    volumes: Vec<volumes::Volume>,
+    specs: Vec<Spec>,
+}
+
+/// Everything needed to start the Pod's containers, or why they cannot start. Volumes come
+/// first, as the kubelet mounts them before it creates containers.
+fn prepare(store: &Store, ctl: &Ctl, p: &Value) -> Result<Ready, Waiting> {
+    let volumes = volumes::pod_volumes(store, p).map_err(Waiting::mount)?;
+    runnable(ctl, p)?;
+    let dir = Procs::pod_dir(&uid(p));
+    let specs = containers(p)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| container_spec(store, ctl, p, (i, c), &dir))
+        .collect::<Result<_, _>>()?;
+    Ok(Ready { volumes, specs })
+}
+
+/// Whether kube-sim can run the Pod's containers at all.
+fn runnable(ctl: &Ctl, p: &Value) -> Result<(), Waiting> {
+    for c in &containers(p) {
         let image = str_at(c, "/image");
         if !ctl.images.contains_key(&image) {
             let message = format!(
@@ -187,44 +249,49 @@ fn prepare(store: &Store, ctl: &Ctl, p: &Value) -> Result<Vec<Spec>, Waiting> {
             message,
         });
     }
-    let dir = Procs::pod_dir(&uid(p));
-    let mut specs = Vec::new();
-    for (i, c) in cs.iter().enumerate() {
-        let vars = container_vars(store, p, c).map_err(|message| Waiting {
-            reason: CONFIG_ERROR,
-            message,
-        })?;
-        let container = str_at(c, "/name");
-        // Named by position: a container name is not checked to be a safe file name.
-        let message_file = dir.join(format!("termination-log-{i}"));
-        let path = match str_at(c, "/terminationMessagePath") {
-            s if s.is_empty() => DEFAULT_MESSAGE_PATH.to_string(),
-            s => s,
-        };
-        let scratch = message_file.to_string_lossy().into_owned();
-        let swap = |s: String| s.replace(&path, &scratch);
-        let args = argv(c, &vars).into_iter().map(swap).collect();
-        let mut env = std::collections::BTreeMap::new();
-        env.insert(
-            "PATH".to_string(),
-            std::env::var("PATH").unwrap_or_default(),
-        );
-        env.insert("HOSTNAME".to_string(), name(p));
-        env.extend(vars.into_iter().map(|(k, v)| (k, swap(v))));
-        specs.push(Spec {
-            program: ctl
-                .images
-                .get(&str_at(c, "/image"))
-                .cloned()
-                .unwrap_or_default(),
-            container,
-            args,
-            env,
-            message_file,
-            fallback_to_logs: str_at(c, "/terminationMessagePolicy") == "FallbackToLogsOnError",
-        });
-    }
-    Ok(specs)
+    Ok(())
+}
+
+/// How to start container number `i`: its environment and arguments with each mount path
+/// (and the termination message path) rewritten to the Pod's scratch directory `dir`.
+fn container_spec(
+    store: &Store,
+    ctl: &Ctl,
+    p: &Value,
+    (i, c): (usize, &Value),
+    dir: &Path,
+) -> Result<Spec, Waiting> {
+    let vars = container_vars(store, p, c).map_err(Waiting::config)?;
+    let mut paths =
+        volumes::mounts(p, c, &vars, &dir.join(volumes::DIR)).map_err(Waiting::config)?;
+    // Named by position: a container name is not checked to be a safe file name.
+    let message_file = dir.join(format!("termination-log-{i}"));
+    let path = match str_at(c, "/terminationMessagePath") {
+        s if s.is_empty() => DEFAULT_MESSAGE_PATH.to_string(),
+        s => s,
+    };
+    paths.push((path, message_file.to_string_lossy().into_owned()));
+    let swap = |s: String| volumes::rewrite(&s, &paths);
+    let args = argv(c, &vars).into_iter().map(swap).collect();
+    let mut env = std::collections::BTreeMap::new();
+    env.insert(
+        "PATH".to_string(),
+        std::env::var("PATH").unwrap_or_default(),
+    );
+    env.insert("HOSTNAME".to_string(), name(p));
+    env.extend(vars.into_iter().map(|(k, v)| (k, swap(v))));
+    Ok(Spec {
+        program: ctl
+            .images
+            .get(&str_at(c, "/image"))
+            .cloned()
+            .unwrap_or_default(),
+        container: str_at(c, "/name"),
+        args,
+        env,
+        message_file,
+        fallback_to_logs: str_at(c, "/terminationMessagePolicy") == "FallbackToLogsOnError",
+    })
 }
 
 /// Running (or, for a container that could not be started, terminated with StartError).
