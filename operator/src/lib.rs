@@ -15,4 +15,5 @@ pub mod metrics;
 pub mod noproxy;
 pub mod probe;
 pub mod rotation;
+pub mod trust;
 pub(crate) mod workloads;

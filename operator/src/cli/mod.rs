@@ -7,6 +7,7 @@ mod explain_workload;
 mod probe;
 mod render;
 mod render_consumers;
+mod render_trust;
 mod run;
 
 use std::process::ExitCode;

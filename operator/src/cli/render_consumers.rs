@@ -42,6 +42,9 @@ enum What {
     /// The env block of a CI job: NO_PROXY, and the proxy URLs as references to the CI
     /// system's secrets.
     Ci(CiArgs),
+    /// The trust files (ca-bundle.crt, truststore.p12, wgetrc) written into a directory from
+    /// CA files, and the variables that point one dialect's clients at them.
+    Trust(super::render_trust::TrustArgs),
 }
 
 /// Where the NO_PROXY entries come from: a policy in the cluster, or the command line.
@@ -146,6 +149,8 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             let (out, r) = consumers::ci_env(a.format, dialect, &facts(&a.source)?);
             (out, Some(r))
         }
+        // Files and variables, not NO_PROXY: printed by render_trust itself.
+        What::Trust(a) => return super::render_trust::run(a),
     };
     print!("{out}");
     if let Some(r) = &rendered {
