@@ -7,6 +7,9 @@ pub const RECONCILING: &str = "Reconciling";
 pub const STALLED: &str = "Stalled";
 /// Set when `spec.verification` is: the last probe of the current configuration.
 pub const VERIFIED: &str = "Verified";
+/// Set when `spec.trust` is: True while a source certificate expires within
+/// `expiryWarningDays` (a Warning Event tells it when it turns True).
+pub const TRUST_EXPIRING: &str = "TrustExpiring";
 
 /// Condition reasons.
 pub mod reason {
@@ -45,6 +48,15 @@ pub mod reason {
     pub const VERIFICATION_FAILED: &str = "VerificationFailed";
     /// Verified: the probe Job for the current configuration is running.
     pub const VERIFICATION_PENDING: &str = "VerificationPending";
+    /// A trust source (`spec.trust.sources`) is missing, lacks its key or is not granted.
+    pub const TRUST_SOURCE_NOT_AVAILABLE: &str = "TrustSourceNotAvailable";
+    /// A trust source holds no PEM, a private key, a certificate that is not a CA, expired
+    /// or not yet valid; or the dialect cannot take `roots: Replace`.
+    pub const TRUST_INVALID: &str = "TrustInvalid";
+    /// TrustExpiring: a source certificate expires within `expiryWarningDays`.
+    pub const CERTIFICATE_EXPIRING: &str = "CertificateExpiring";
+    /// TrustExpiring False: no source certificate expires soon.
+    pub const CERTIFICATES_VALID: &str = "CertificatesValid";
 }
 
 /// Event reasons besides the Ready reasons above (an Event is also published with the new

@@ -73,6 +73,9 @@ use crate::noproxy::{Dialect, Widen};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.trust) || self.trust.roots != 'Replace' || (has(self.noProxy) && has(self.noProxy.dialect) && self.noProxy.dialect in ['wget', 'go', 'python-urllib', 'python-requests', 'python-httpx', 'ruby', 'rust-reqwest'])").message("trust roots Replace needs a dialect whose clients can drop their own roots (wget, go, python-urllib, python-requests, python-httpx, ruby, rust-reqwest): node's NODE_EXTRA_CA_CERTS and curl's CURL_CA_BUNDLE only add").field_path(".trust.roots"),
+)]
 pub struct EgressProxyPolicySpec {
     /// Labels of the workloads (in this namespace) that receive the proxy settings. Required;
     /// an empty selector selects nothing, never everything.
@@ -115,6 +118,11 @@ pub struct EgressProxyPolicySpec {
     /// Endpoints checked through the proxy from inside the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationSpec>,
+
+    /// The CA certificates the selected containers trust, for proxies that inspect TLS
+    /// (re-sign HTTPS certificates with a corporate CA). Unset: trust is left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustSpec>,
 
     /// Freezes the policy: nothing is written to workloads or managed objects while true.
     #[serde(default)]
@@ -454,4 +462,81 @@ pub enum ExpectedPath {
     Proxied,
     /// Refused by the proxy (and not silently sent direct).
     Blocked,
+}
+
+/// Trust for a TLS-inspecting proxy: the CA certificates written into the managed ConfigMap,
+/// mounted read-only at `/etc/egress-proxy/trust` and named by each client's own variables.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustSpec {
+    /// Where the CA certificates (PEM) come from, in order. A source in another namespace is
+    /// used only if it grants the policy's namespace (annotation
+    /// `egressproxy.io/allowed-namespaces`), as credential Secrets do.
+    #[schemars(length(min = 1, max = 8))]
+    pub sources: Vec<TrustSource>,
+
+    /// `Keep` (default): the CAs are added to the roots the clients trust (for clients whose
+    /// variable replaces their roots, the operator's root set is written with them). `Replace`:
+    /// the clients trust only these CAs.
+    #[serde(default)]
+    pub roots: crate::trust::Roots,
+
+    /// A source certificate expiring within this many days is reported (condition
+    /// `TrustExpiring`, a Warning Event) before it breaks anything.
+    #[serde(default = "default_expiry_warning_days")]
+    #[schemars(range(min = 1, max = 365))]
+    pub expiry_warning_days: u32,
+}
+
+fn default_expiry_warning_days() -> u32 {
+    30
+}
+
+/// One CA source: a key of a ConfigMap or of a Secret holding PEM certificates (a
+/// trust-manager Bundle's target ConfigMap is a ConfigMap source).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.configMap) != has(self.secret)").message("a trust source is exactly one of configMap and secret"))]
+pub struct TrustSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<KeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<KeyRef>,
+}
+
+/// A key of a ConfigMap or Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRef {
+    /// Object name.
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub name: String,
+
+    /// The data key holding the certificates, e.g. `ca.crt`.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+
+    /// Object namespace; default: the policy's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub namespace: Option<String>,
+}
+
+impl TrustSource {
+    /// `ConfigMap ns/name key` or `Secret ns/name key`, the source as messages name it.
+    pub fn shown(&self, policy_namespace: &str) -> String {
+        let (kind, r) = match (&self.config_map, &self.secret) {
+            (Some(r), _) => ("ConfigMap", r),
+            (None, Some(r)) => ("Secret", r),
+            (None, None) => return "an empty trust source".into(),
+        };
+        let ns = r.namespace.as_deref().unwrap_or(policy_namespace);
+        format!("{kind} {ns}/{} key {}", r.name, r.key)
+    }
 }

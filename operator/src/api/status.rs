@@ -60,6 +60,47 @@ pub struct EgressProxyPolicyStatus {
     /// The last finished verification from inside the cluster (`spec.verification`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationStatus>,
+
+    /// The trust bundle the workloads receive (`spec.trust`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustStatus>,
+}
+
+/// The trust bundle: its certificates, the root set kept with them, and how many workloads
+/// run it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustStatus {
+    /// The bundle's identity: the first 16 hex digits of the SHA-256 of `ca-bundle.crt`.
+    pub bundle: String,
+    /// `Keep` or `Replace`.
+    pub roots: String,
+    /// With `Keep`: the root set written with the CAs (name and version), and its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_set: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_count: Option<u32>,
+    /// The CA certificates of the sources, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<TrustedCertificate>,
+    /// Selected workloads whose template carries this bundle.
+    pub up_to_date: i32,
+    /// Selected workloads still on another bundle (or none), by name: while a CA rotates,
+    /// the old CA may be removed from the sources only once this is empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+}
+
+/// One CA certificate of the trust sources.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustedCertificate {
+    /// The source, e.g. `ConfigMap team-a/corp-ca key ca.crt`.
+    pub source: String,
+    pub subject: String,
+    /// SHA-256 of the DER certificate, lowercase hex.
+    pub sha256: String,
+    pub not_after: Time,
 }
 
 /// One run of the probe Job: what it checked, where, and what each endpoint did.

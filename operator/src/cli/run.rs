@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// report VerificationFailed and switch nothing.
     #[arg(long, env = "PROBE_IMAGE", value_name = "IMAGE")]
     pub probe_image: Option<String>,
+    /// A PEM file of root certificates written with the CAs of a policy's `spec.trust` under
+    /// `roots: Keep`, instead of the Mozilla roots the operator ships (e.g. the roots of the
+    /// cluster's base images, or an air-gapped set).
+    #[arg(long, value_name = "FILE")]
+    pub trust_roots: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -264,6 +269,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             metrics,
             readiness,
             probe_image: args.probe_image.clone().filter(|i| !i.is_empty()),
+            trust_roots: trust_roots(args.trust_roots.as_deref())?,
             ..Settings::default()
         };
         tracing::info!(selector = %settings.namespace_selector, namespaces = ?settings.namespaces, "starting");
@@ -277,6 +283,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `--trust-roots`: the file's roots, checked; else the shipped ones.
+fn trust_roots(file: Option<&Path>) -> anyhow::Result<std::sync::Arc<crate::trust::RootSet>> {
+    let Some(file) = file else {
+        return Ok(std::sync::Arc::new(crate::trust::RootSet::shipped()));
+    };
+    let pem =
+        std::fs::read(file).with_context(|| format!("reading --trust-roots {}", file.display()))?;
+    let name = format!("file {}", file.display());
+    Ok(std::sync::Arc::new(crate::trust::RootSet::from_pem(
+        &name, &pem,
+    )?))
 }
 
 /// The client configuration: `--kubeconfig`, `--context`, or inferred (also for

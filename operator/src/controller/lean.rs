@@ -5,8 +5,9 @@
 //!
 //! Kept: name, namespace, labels, resourceVersion, generation and the operator's own
 //! managedFields (as far as they are read); the pod template's labels and annotations, each
-//! container's and init container's name and its entries of the seven variables the operator
-//! owns; the spec and status fields of the rollout state.
+//! container's and init container's name, its entries of the variables the operator owns and
+//! its mount at the trust path, the trust volume; the spec and status fields of the rollout
+//! state.
 
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, StatefulSet,
@@ -19,7 +20,7 @@ use kube::Resource;
 use serde_json::{Map, Value, json};
 
 use crate::api::WorkloadKind;
-use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, OWNED_VARS};
+use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, OWNED_VARS, TRUST_DIR, VOLUME};
 
 /// What the object's metadata keeps.
 fn meta(m: &mut ObjectMeta) {
@@ -40,9 +41,15 @@ fn container(c: Container) -> Container {
             .filter(|e| OWNED_VARS.contains(&e.name.as_str()))
             .collect()
     });
+    let mounts: Option<Vec<_>> = c.volume_mounts.map(|m| {
+        m.into_iter()
+            .filter(|m| m.mount_path.trim_end_matches('/') == TRUST_DIR)
+            .collect()
+    });
     Container {
         name: c.name,
         env,
+        volume_mounts: mounts.filter(|m| !m.is_empty()),
         ..Default::default()
     }
 }
@@ -59,9 +66,14 @@ pub fn template(t: &mut PodTemplateSpec) {
     if let Some(spec) = t.spec.as_mut() {
         let containers = std::mem::take(&mut spec.containers);
         let init = spec.init_containers.take();
+        let volumes: Option<Vec<_>> = spec
+            .volumes
+            .take()
+            .map(|v| v.into_iter().filter(|v| v.name == VOLUME).collect());
         *spec = PodSpec {
             containers: containers.into_iter().map(container).collect(),
             init_containers: init.map(|c| c.into_iter().map(container).collect()),
+            volumes: volumes.filter(|v| !v.is_empty()),
             ..Default::default()
         };
     }
@@ -286,9 +298,21 @@ pub(crate) mod tests {
         let (a, b) = (full.view().expect("view"), lean.view().expect("view"));
         assert_eq!((&a.id, &a.labels, a.rollout), (&b.id, &b.labels, b.rollout));
         assert_eq!(a.resource_version, b.resource_version);
-        for (existing_env, names) in [
-            (ExistingEnv::Keep, vec![]),
-            (ExistingEnv::Override, vec!["api".to_owned()]),
+        let vars = vec!["SSL_CERT_FILE".to_owned()];
+        let files = vec!["ca-bundle.crt".to_owned()];
+        let trusts = [
+            None,
+            Some(workloads::TrustMount {
+                vars: &vars,
+                files: &files,
+                bundle: "0123456789abcdef",
+            }),
+        ];
+        for (existing_env, names, trust) in [
+            (ExistingEnv::Keep, vec![], &trusts[0]),
+            (ExistingEnv::Override, vec!["api".to_owned()], &trusts[0]),
+            (ExistingEnv::Keep, vec![], &trusts[1]),
+            (ExistingEnv::Override, vec!["api".to_owned()], &trusts[1]),
         ] {
             let inj = Injection {
                 containers: &names,
@@ -299,6 +323,7 @@ pub(crate) mod tests {
                 hash: "v2-1",
                 originals: &[],
                 java_options: Some("-Dhttp.proxyHost=p -Dhttp.proxyPort=1"),
+                trust: trust.clone(),
             };
             let pa = workloads::plan(&a.id, &a.template, &inj).expect("plan");
             let pb = workloads::plan(&b.id, &b.template, &inj).expect("plan");

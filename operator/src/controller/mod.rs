@@ -94,6 +94,8 @@ pub struct Settings {
     pub readiness: Arc<Readiness>,
     /// The image of probe Jobs (`spec.verification`): the operator's own.
     pub probe_image: Option<String>,
+    /// The roots written with the CAs of `spec.trust` under `roots: Keep`.
+    pub trust_roots: Arc<crate::trust::RootSet>,
 }
 
 impl Default for Settings {
@@ -113,6 +115,7 @@ impl Default for Settings {
             metrics: Arc::default(),
             readiness: Arc::default(),
             probe_image: None,
+            trust_roots: Arc::new(crate::trust::RootSet::shipped()),
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::api::WorkloadKind;
 use crate::discovery::{
     ClusterInputs, NamedValues, NodeArgs, NodeInputs, PlatformInputs, PlatformSource,
 };
-use crate::workloads::{CONFIG_HASH, PROXY_VARS, WorkloadId};
+use crate::workloads::{CONFIG_HASH, WorkloadId, by_reference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// What the reconciler needs to know about one workload.
@@ -64,7 +64,7 @@ impl WorkloadView {
                 let name = c.name.clone();
                 if let Some(env) = c.env.as_mut() {
                     env.retain(|e| {
-                        !PROXY_VARS.contains(&e.name.as_str())
+                        !by_reference(&e.name)
                             || owned.entries.contains(&(name.clone(), e.name.clone()))
                     });
                 }

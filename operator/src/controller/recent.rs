@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 
-use super::plan::HOLD;
+use super::plan::{ConfigMapData, HOLD};
 use crate::api::{CredentialSlotStatus, EgressProxyPolicyStatus, WorkloadKind};
 use crate::workloads::WorkloadId;
 
@@ -128,7 +128,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Writes<K, V> {
 #[derive(Default)]
 pub(crate) struct Recent {
     secrets: Writes<Key, BTreeMap<String, ByteString>>,
-    config_maps: Writes<Key, BTreeMap<String, String>>,
+    config_maps: Writes<Key, ConfigMapData>,
     workloads: Writes<WorkloadId, String>,
     statuses: Writes<Key, EgressProxyPolicyStatus>,
     failures: Mutex<HashMap<Key, u32>>,
@@ -280,7 +280,7 @@ impl Recent {
     }
 
     /// The managed ConfigMap's data, the same way.
-    pub(crate) fn config_map(&self, key: &Key) -> Option<BTreeMap<String, String>> {
+    pub(crate) fn config_map(&self, key: &Key) -> Option<ConfigMapData> {
         self.config_maps.recall(key, Instant::now())
     }
 
@@ -289,7 +289,7 @@ impl Recent {
         key: Key,
         cached: Option<&String>,
         after: Option<String>,
-        data: BTreeMap<String, String>,
+        data: ConfigMapData,
     ) {
         self.config_maps.remember(key, cached, after, data);
     }

@@ -22,13 +22,15 @@ use super::errors::{self, Category, Error};
 use super::objects::{self, DiscoverySources, JobView, Workload, WorkloadView};
 use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
-    SlotRead,
+    SlotRead, SourceProblem, SourceRead,
 };
 use super::tenancy::Managed;
+use super::watches::SourceKind;
 use super::{Ctx, FINALIZER, REPORTER};
-use crate::api::{CredentialSlot, EgressProxyPolicy, WorkloadKind};
+use crate::api::{CredentialSlot, EgressProxyPolicy, TrustSource, TrustSpec, WorkloadKind};
 use crate::credentials::{self, CredentialError};
 use crate::discovery::ClusterInputs;
+use crate::trust::{self, TrustError};
 use crate::workloads::{self, FIELD_MANAGER, WorkloadId, Write};
 
 /// How long a reconcile waits for the managed-object caches of a namespace it is the first
@@ -141,6 +143,7 @@ struct Observation {
     denied: Option<String>,
     cluster: ClusterInputs,
     slots: Option<Vec<SlotRead>>,
+    trust: Option<Vec<SourceRead>>,
     secret: Observed<SecretData>,
     config_map: Observed<ConfigMapData>,
     workloads: Vec<WorkloadView>,
@@ -197,6 +200,8 @@ impl Executor {
             denied: o.denied.as_deref(),
             cluster: &o.cluster,
             slots: o.slots.as_deref(),
+            trust: o.trust.as_deref(),
+            root_set: &self.ctx.settings.trust_roots,
             pods,
             secret: &o.secret,
             config_map: &o.config_map,
@@ -293,6 +298,10 @@ impl Executor {
         } else {
             None
         };
+        let trust = match &self.policy.spec.trust {
+            Some(t) if slots.is_some() => Some(self.read_trust(t).await?),
+            _ => None,
+        };
         if plan::needs_lookup(slots.as_deref(), &secret)
             && let Some(s) = self.get_managed::<Secret>().await?
         {
@@ -301,7 +310,7 @@ impl Executor {
         if plan::needs_lookup(slots.as_deref(), &config_map)
             && let Some(c) = self.get_managed::<ConfigMap>().await?
         {
-            config_map = self.found(c.metadata, c.data);
+            config_map = self.found(c.metadata, ConfigMapData::of(c.data, c.binary_data));
         }
         Ok(Observation {
             others: self.others(),
@@ -310,6 +319,7 @@ impl Executor {
             denied,
             cluster,
             slots,
+            trust,
             secret,
             config_map,
             jobs: if active {
@@ -351,8 +361,9 @@ impl Executor {
     fn observed_config_map(&self) -> Observed<ConfigMapData> {
         let recent = self.ctx.recent.config_map(&self.key_managed());
         let cached = self.caches.config_maps.get(&self.managed_ref());
+        let read = |c: &ConfigMap| ConfigMapData::of(c.data.clone(), c.binary_data.clone());
         Observed {
-            data: recent.or_else(|| cached.as_ref().and_then(|c| c.data.clone())),
+            data: recent.or_else(|| cached.as_deref().and_then(read)),
             meta: cached.map(|c| c.metadata.clone()),
         }
     }
@@ -413,7 +424,9 @@ impl Executor {
         let sns = slot.secret_ref.namespace.as_deref().unwrap_or(&self.ns);
         let sname = &slot.secret_ref.name;
         let shown = format!("{sns}/{sname}");
-        self.ctx.tenancy.watch_source(sns, sname);
+        self.ctx
+            .tenancy
+            .watch_source(SourceKind::Secret, sns, sname);
         let secret = match Api::<Secret>::namespaced(self.ctx.client.clone(), sns)
             .get_opt(sname)
             .await
@@ -442,6 +455,69 @@ impl Executor {
         let data = secret.data.as_ref();
         let content = credentials::content(data);
         Ok(read(Some(content), credentials::parse_source(&shown, data)))
+    }
+
+    /// Every trust source: its certificates, or why there are none.
+    async fn read_trust(&self, spec: &TrustSpec) -> Result<Vec<SourceRead>, Error> {
+        let mut out = Vec::new();
+        for source in &spec.sources {
+            out.push(self.read_trust_source(source).await?);
+        }
+        Ok(out)
+    }
+
+    async fn read_trust_source(&self, source: &TrustSource) -> Result<SourceRead, Error> {
+        let shown = source.shown(&self.ns);
+        let (kind, r) = match (&source.config_map, &source.secret) {
+            (Some(r), _) => (SourceKind::ConfigMap, r),
+            (None, Some(r)) => (SourceKind::Secret, r),
+            (None, None) => {
+                let e = TrustError::NotPem {
+                    label: shown.clone(),
+                };
+                return Ok(SourceRead {
+                    shown,
+                    certs: Err(e.into()),
+                });
+            }
+        };
+        let ns = r.namespace.as_deref().unwrap_or(&self.ns);
+        self.ctx.tenancy.watch_source(kind, ns, &r.name);
+        let read = match kind {
+            SourceKind::ConfigMap => self.get_source::<ConfigMap>(ns, &r.name, &shown).await?,
+            SourceKind::Secret => self.get_source::<Secret>(ns, &r.name, &shown).await?,
+        };
+        let bytes = read.and_then(|(annotations, data)| {
+            credentials::check_grant(ns, &r.name, annotations.as_ref(), &self.ns).ok()?;
+            data.get(&r.key).cloned()
+        });
+        let certs = match bytes {
+            None => Err(SourceProblem::NotAvailable {
+                shown: shown.clone(),
+                namespace: self.ns.clone(),
+            }),
+            Some(pem) => trust::parse_source(&shown, &pem, k8s_openapi::jiff::Timestamp::now())
+                .map_err(SourceProblem::from),
+        };
+        Ok(SourceRead { shown, certs })
+    }
+
+    /// A source object's annotations and data (binary and text alike), `None` when it is
+    /// missing or not readable (a grant withdrawn).
+    async fn get_source<K: SourceObject>(
+        &self,
+        ns: &str,
+        name: &str,
+        shown: &str,
+    ) -> Result<Option<(Option<BTreeMap<String, String>>, BTreeMap<String, Vec<u8>>)>, Error> {
+        let got = match Api::<K>::namespaced(self.ctx.client.clone(), ns)
+            .get_opt(name)
+            .await
+        {
+            Err(e) if errors::category_of(&e) == Category::Forbidden => None,
+            r => r.map_err(Error::kube("reading", shown))?,
+        };
+        Ok(got.map(|o| (o.meta().annotations.clone(), o.bytes())))
     }
 
     /// Every Deployment, StatefulSet, DaemonSet and CronJob of the namespace, sorted by id.
@@ -482,7 +558,8 @@ impl Executor {
             Change::Create(data) => self.write_config_map(data, None).await?,
             Change::Apply(data) => {
                 let rv = version(o.config_map.meta.as_ref());
-                self.write_config_map(data, Some(rv)).await?
+                let before = o.config_map.data.clone().unwrap_or_default();
+                self.write_config_map(data, Some((&before, rv))).await?
             }
             Change::Keep | Change::Delete => {}
         }
@@ -615,7 +692,7 @@ impl Executor {
                     data: Some(data.0.clone()),
                     ..Default::default()
                 };
-                self.write_managed(&secret, true).await?
+                self.create_managed(&secret).await?
             }
             Some((before, rv)) => {
                 let meta = plan::managed_meta(&self.policy);
@@ -650,21 +727,26 @@ impl Executor {
         Ok(())
     }
 
-    /// Creates the managed ConfigMap (`read` is `None`) or applies `data` to it, fenced by
-    /// the resourceVersion it was read at.
+    /// Creates the managed ConfigMap (`before` is `None`) or brings it to `data`: a merge
+    /// patch that also removes the keys of `before` that `data` lacks (a trust bundle taken
+    /// out, another dialect's variables), fenced by the resourceVersion `before` was read at.
     async fn write_config_map(
         &self,
         data: &ConfigMapData,
-        read: Option<Option<&str>>,
+        before: Option<(&ConfigMapData, Option<&str>)>,
     ) -> Result<(), Error> {
-        let mut metadata = plan::managed_meta(&self.policy);
-        metadata.resource_version = read.flatten().map(str::to_owned);
-        let cm = ConfigMap {
-            metadata,
-            data: Some(data.clone()),
-            ..Default::default()
+        let after = match before {
+            None => {
+                let cm = ConfigMap {
+                    metadata: plan::managed_meta(&self.policy),
+                    data: Some(data.data.clone()),
+                    binary_data: Some(data.binary.clone()).filter(|b| !b.is_empty()),
+                    ..Default::default()
+                };
+                self.create_managed(&cm).await?
+            }
+            Some((before, rv)) => self.patch_config_map(data, before, rv).await?,
         };
-        let after = self.write_managed(&cm, read.is_none()).await?;
         let now = self.caches.config_maps.get(&self.managed_ref());
         let cached = now
             .as_ref()
@@ -676,9 +758,47 @@ impl Executor {
         Ok(())
     }
 
-    /// Creates (failing if it exists) or server-side applies one managed object; returns
-    /// its new resourceVersion.
-    async fn write_managed<K>(&self, obj: &K, create: bool) -> Result<Option<String>, Error>
+    async fn patch_config_map(
+        &self,
+        data: &ConfigMapData,
+        before: &ConfigMapData,
+        rv: Option<&str>,
+    ) -> Result<Option<String>, Error> {
+        let shown = format!("ConfigMap {}/{}", self.ns, self.managed);
+        let encode = |e: serde_json::Error| Error::Encode(format!("{shown}: {e}"));
+        let mut text = serde_json::to_value(&data.data).map_err(encode)?;
+        for gone in before.data.keys().filter(|k| !data.data.contains_key(*k)) {
+            text[gone.as_str()] = serde_json::Value::Null;
+        }
+        let mut binary = serde_json::to_value(&data.binary).map_err(encode)?;
+        for gone in before
+            .binary
+            .keys()
+            .filter(|k| !data.binary.contains_key(*k))
+        {
+            binary[gone.as_str()] = serde_json::Value::Null;
+        }
+        let meta = plan::managed_meta(&self.policy);
+        let mut patch = json!({
+            "metadata": {"labels": meta.labels, "ownerReferences": meta.owner_references},
+            "data": text,
+            "binaryData": binary,
+        });
+        if let Some(rv) = rv {
+            patch = plan::with_version(&patch, rv);
+        }
+        Ok(
+            Api::<ConfigMap>::namespaced(self.ctx.client.clone(), &self.ns)
+                .patch(&self.managed, &self.params(), &Patch::Merge(&patch))
+                .await
+                .map_err(Error::kube("updating", shown))?
+                .metadata
+                .resource_version,
+        )
+    }
+
+    /// Creates one managed object, failing if it exists; returns its new resourceVersion.
+    async fn create_managed<K>(&self, obj: &K) -> Result<Option<String>, Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -687,22 +807,17 @@ impl Executor {
             + std::fmt::Debug,
     {
         let kind = K::kind(&()).to_string();
-        let api = Api::<K>::namespaced(self.ctx.client.clone(), &self.ns);
-        let written = if create {
-            let pp = PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            };
-            api.create(&pp, obj).await
-        } else {
-            let pp = PatchParams::apply(FIELD_MANAGER).force();
-            api.patch(&self.managed, &pp, &Patch::Apply(obj)).await
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
         };
-        let action = if create { "creating" } else { "applying" };
-        let written = written.map_err(Error::kube(
-            action,
-            format!("{kind} {}/{}", self.ns, self.managed),
-        ))?;
+        let written = Api::<K>::namespaced(self.ctx.client.clone(), &self.ns)
+            .create(&pp, obj)
+            .await
+            .map_err(Error::kube(
+                "creating",
+                format!("{kind} {}/{}", self.ns, self.managed),
+            ))?;
         Ok(written.meta().resource_version.clone())
     }
 
@@ -935,4 +1050,31 @@ fn cut(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+/// An object a policy reads trust sources from: its data as bytes.
+trait SourceObject:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+    fn bytes(self) -> BTreeMap<String, Vec<u8>>;
+}
+
+impl SourceObject for ConfigMap {
+    fn bytes(self) -> BTreeMap<String, Vec<u8>> {
+        let text = self.data.into_iter().flatten();
+        let binary = self.binary_data.into_iter().flatten();
+        text.map(|(k, v)| (k, v.into_bytes()))
+            .chain(binary.map(|(k, v)| (k, v.0)))
+            .collect()
+    }
+}
+
+impl SourceObject for Secret {
+    fn bytes(self) -> BTreeMap<String, Vec<u8>> {
+        let data = self.data.into_iter().flatten();
+        data.map(|(k, v)| (k, v.0)).collect()
+    }
 }

@@ -26,11 +26,12 @@ use super::errors;
 use super::objects::strip;
 use super::recent::Recent;
 use super::watches::{
-    self, Relist, Route, cache_with, key_of, policies_using, policy_of, seen, touched, wake,
+    self, Relist, Route, Source, SourceKind, cache_with, key_of, policies_using, policy_of, seen,
+    touched, wake,
 };
 use crate::metrics::Metrics;
 
-/// `(namespace, name)` of a source Secret.
+/// `(namespace, name)` of a managed object.
 type Key = (String, String);
 
 /// The last refusal of one watch: set on a 403, cleared by the next event.
@@ -97,7 +98,7 @@ pub(crate) struct Tenancy {
     /// (which ends no watch) is noticed.
     source_recheck: Duration,
     namespaces: Mutex<HashMap<String, (Managed, [AbortHandle; 2])>>,
-    sources: Mutex<HashMap<Key, AbortHandle>>,
+    sources: Mutex<HashMap<Source, AbortHandle>>,
     tasks: Mutex<JoinSet<()>>,
     metrics: Arc<Metrics>,
 }
@@ -184,38 +185,49 @@ impl Tenancy {
         cache_with((tasks, &self.metrics), events, strip, on_event, on_error)
     }
 
-    /// Watches the source Secret `ns/name` (metadata only, by name) unless it already is:
-    /// a change, or a refusal, wakes the policies whose slots name it.
-    pub(crate) fn watch_source(&self, ns: &str, name: &str) {
-        let key = (ns.to_owned(), name.to_owned());
+    /// Watches the source object `ns/name` of `kind` (metadata only, by name) unless it
+    /// already is: a change, or a refusal, wakes the policies that read it.
+    pub(crate) fn watch_source(&self, kind: SourceKind, ns: &str, name: &str) {
+        let key: Source = (kind, ns.to_owned(), name.to_owned());
         let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         if sources.contains_key(&key) {
             return;
         }
-        let api = Api::<PartialObjectMeta<Secret>>::namespaced(self.client.clone(), ns);
+        let handle = match kind {
+            SourceKind::Secret => self.source_cache::<Secret>(key.clone()),
+            SourceKind::ConfigMap => self.source_cache::<ConfigMap>(key.clone()),
+        };
+        sources.insert(key, handle);
+    }
+
+    /// The by-name metadata cache of one source object.
+    fn source_cache<K: Remembered>(&self, key: Source) -> AbortHandle {
+        let (kind, ns, name) = &key;
+        let api = Api::<PartialObjectMeta<K>>::namespaced(self.client.clone(), ns);
         let config = watches::by_name(name).timeout(self.source_recheck.as_secs().max(1) as u32);
         let events = watcher::watcher(api, config);
         let (routes, routes_e) = (self.routes.clone(), self.routes.clone());
         let denial = Arc::new(Denial::default());
         let granted = denial.clone();
-        let on_event = move |e: &watcher::Event<PartialObjectMeta<Secret>>| {
+        let kind = *kind;
+        let on_event = move |e: &watcher::Event<PartialObjectMeta<K>>| {
             if !matches!(e, watcher::Event::Init) {
                 granted.set(None);
             }
             if let Some((m, _)) = touched(e) {
-                wake_users(&routes_e, &key_of(m));
+                let (ns, name) = key_of(m);
+                wake_users(&routes_e, &(kind, ns, name));
             }
         };
-        let shown = key.clone();
-        let on_error = move |_: &str, e: &watcher::Error| {
+        let on_error = move |kind: &str, e: &watcher::Error| {
             if errors::watch_forbidden(e) {
                 // Refused: a withdrawn grant. The users re-read it and revoke.
                 if denial.set(Some(errors::describe_watch(e))) {
-                    wake_users(&routes, &shown);
+                    wake_users(&routes, &key);
                 }
             } else {
                 let error = errors::describe_watch(e);
-                tracing::warn!(kind = "Secret", %error, "watch failed; retrying");
+                tracing::warn!(%kind, %error, "watch failed; retrying");
             }
         };
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
@@ -226,21 +238,17 @@ impl Tenancy {
             on_event,
             on_error,
         );
-        sources.insert(key, handle);
+        handle
     }
 
-    /// Stops the caches no policy needs: namespaces without policies, Secrets no slot names.
+    /// Stops the caches no policy needs: namespaces without policies, sources none reads.
     pub(crate) fn sweep(&self) {
         let mut used_ns = BTreeSet::new();
         let mut used_sources = BTreeSet::new();
         for (store, _) in &self.routes {
             for p in store.state() {
-                let ns = p.namespace().unwrap_or_default();
-                for c in &p.spec.proxy.credentials {
-                    let sns = c.secret_ref.namespace.clone().unwrap_or_else(|| ns.clone());
-                    used_sources.insert((sns, c.secret_ref.name.clone()));
-                }
-                used_ns.insert(ns);
+                used_sources.extend(watches::sources_of(&p));
+                used_ns.insert(p.namespace().unwrap_or_default());
             }
         }
         let mut namespaces = self.namespaces.lock().unwrap_or_else(|p| p.into_inner());
@@ -274,9 +282,9 @@ fn wake_namespace(routes: &[Route], ns: &str) {
     }
 }
 
-fn wake_users(routes: &[Route], secret: &Key) {
+fn wake_users(routes: &[Route], source: &Source) {
     for (p, t) in routes {
-        wake(t, policies_using(p, secret));
+        wake(t, policies_using(p, source));
     }
 }
 

@@ -452,18 +452,50 @@ pub(super) fn policy_of<K: Resource>(o: &K) -> Option<ObjectRef<EgressProxyPolic
 /// Policies whose credential slots name this Secret (`namespace`, `name`).
 pub(super) fn policies_using(
     store: &Store<EgressProxyPolicy>,
-    (ns, name): &(String, String),
+    source: &Source,
 ) -> Vec<ObjectRef<EgressProxyPolicy>> {
     store
         .state()
         .iter()
-        .filter(|p| {
-            let pns = p.namespace().unwrap_or_default();
-            p.spec.proxy.credentials.iter().any(|c| {
-                &c.secret_ref.name == name
-                    && c.secret_ref.namespace.as_deref().unwrap_or(&pns) == ns
-            })
-        })
+        .filter(|p| sources_of(p).contains(source))
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
+}
+
+/// The kind of an object a policy reads its inputs from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum SourceKind {
+    Secret,
+    ConfigMap,
+}
+
+/// `(kind, namespace, name)` of a source object.
+pub(crate) type Source = (SourceKind, String, String);
+
+/// The objects a policy reads: its credential Secrets and its trust sources.
+pub(super) fn sources_of(p: &EgressProxyPolicy) -> Vec<Source> {
+    let pns = p.namespace().unwrap_or_default();
+    let at = |ns: &Option<String>| ns.clone().unwrap_or_else(|| pns.clone());
+    let mut out: Vec<Source> = p
+        .spec
+        .proxy
+        .credentials
+        .iter()
+        .map(|c| {
+            (
+                SourceKind::Secret,
+                at(&c.secret_ref.namespace),
+                c.secret_ref.name.clone(),
+            )
+        })
+        .collect();
+    for s in p.spec.trust.iter().flat_map(|t| &t.sources) {
+        if let Some(r) = &s.config_map {
+            out.push((SourceKind::ConfigMap, at(&r.namespace), r.name.clone()));
+        }
+        if let Some(r) = &s.secret {
+            out.push((SourceKind::Secret, at(&r.namespace), r.name.clone()));
+        }
+    }
+    out
 }

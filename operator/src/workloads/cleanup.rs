@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CONFIG_HASH, CREDENTIAL_SLOT, EncodeError, JAVA_OPTIONS, OWNED_VARS, Original, PROXY_VARS,
-    WorkloadId, containers, encode, is_ours, java_own, kind_name, replacing,
+    CONFIG_HASH, CREDENTIAL_SLOT, EncodeError, JAVA_OPTIONS, OWNED_VARS, Original, TRUST_BUNDLE,
+    WorkloadId, by_reference, containers, encode, is_ours, java_own, kind_name, mount, replacing,
 };
 use crate::api::WorkloadKind;
 use crate::credentials::hex;
@@ -17,10 +17,10 @@ use crate::credentials::hex;
 const ORIGINAL_PREFIX: &str = "original.";
 const MAX_KEY: usize = 253;
 
-/// A strategic merge patch that removes our entries from every container and init
-/// container, restores the [`Original`] of an entry instead when there is one (for this
-/// workload: pass only its originals), and removes the config-hash and credential-slot
-/// annotations. `None` when
+/// A strategic merge patch that removes our entries and trust mounts from every container
+/// and init container, restores the [`Original`] of an entry instead when there is one (for
+/// this workload: pass only its originals), removes our trust volume and the config-hash and
+/// credential-slot annotations. `None` when
 /// the template carries nothing of ours. The patch may contain restored values: never log it.
 pub fn cleanup_patch(
     kind: WorkloadKind,
@@ -41,8 +41,15 @@ pub fn cleanup_patch(
                     items.push(removal(ours, var, managed, &c.name, originals)?);
                 }
             }
+            let mut item = json!({"name": c.name});
             if !items.is_empty() {
-                list.push(json!({"name": c.name, "env": items}));
+                item["env"] = Value::Array(items);
+            }
+            if mount::has_our_mount(c) {
+                item["volumeMounts"] = json!([mount::mount_delete()]);
+            }
+            if item.as_object().is_some_and(|o| o.len() > 1) {
+                list.push(item);
             }
         }
         if !list.is_empty() {
@@ -50,10 +57,18 @@ pub fn cleanup_patch(
             spec.insert(field.to_owned(), Value::Array(list));
         }
     }
+    let volume = mount::named_volume(template);
+    if volume.is_some_and(|v| mount::is_our_volume(v, managed)) {
+        any = true;
+        spec.insert("volumes".to_owned(), json!([mount::volume_delete()]));
+    }
     if !any && super::current_hash(template).is_none() {
         return Ok(None);
     }
     let mut tpl = json!({"metadata": {"annotations": {CONFIG_HASH: null, CREDENTIAL_SLOT: null}}});
+    if super::trust_bundle(template).is_some() {
+        tpl["metadata"]["annotations"][TRUST_BUNDLE] = Value::Null;
+    }
     if !spec.is_empty() {
         tpl["spec"] = Value::Object(spec);
     }
@@ -132,7 +147,7 @@ pub fn originals_of(
 ) -> Vec<(String, Original)> {
     let mut out = Vec::new();
     for (_, c) in containers(template) {
-        for var in PROXY_VARS {
+        for var in OWNED_VARS.into_iter().filter(|v| by_reference(v)) {
             let key = original_key(id, &c.name, var);
             let found = data
                 .get(&key)

@@ -11,6 +11,7 @@
 mod cleanup;
 pub mod hash;
 pub mod kubelet;
+mod mount;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +23,7 @@ use k8s_openapi::api::core::v1::{
 use serde_json::{Map, Value, json};
 
 pub use cleanup::{cleanup_patch, original_key, originals_of};
+pub use mount::{TRUST_DIR, TrustConflict, TrustMount, VOLUME, trust_mount, trust_volume};
 
 use crate::api::{ExistingEnv, InitContainers, WorkloadKind};
 use crate::noproxy::redact_proxy;
@@ -32,6 +34,9 @@ pub const CONFIG_HASH: &str = "egressproxy.io/config-hash";
 /// `<managed Secret>/<slot>`: Pods carry it, so the operator can tell when no Pod of a slot is
 /// left and the slot may be revoked.
 pub const CREDENTIAL_SLOT: &str = "egressproxy.io/credential";
+/// Pod-template annotation naming the trust bundle (`status.trust.bundle`) the Pods start
+/// with: while a CA rotates, it tells which workloads run the new bundle.
+pub const TRUST_BUNDLE: &str = "egressproxy.io/trust-bundle";
 /// Field manager of every write to a workload.
 pub const FIELD_MANAGER: &str = "egress-proxy-operator";
 /// The six variables, in pairs: (HTTP_PROXY, http_proxy), (HTTPS_PROXY, https_proxy),
@@ -48,8 +53,20 @@ pub const PROXY_VARS: [&str; 6] = [
 /// The variable the JVM reads options from; `java` policies append theirs.
 pub const JAVA_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
 
-/// The seven names an entry of ours can have: [`PROXY_VARS`] and [`JAVA_OPTIONS`].
-pub const OWNED_VARS: [&str; 7] = [
+/// The variables that point clients at the trust bundle (`spec.trust`), each read from the
+/// managed ConfigMap's key of the same name. Which of them a policy sets depends on its
+/// dialect (`crate::trust`).
+pub const TRUST_VARS: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "WGETRC",
+];
+
+/// The names an entry of ours can have: [`PROXY_VARS`], [`JAVA_OPTIONS`] and [`TRUST_VARS`].
+pub const OWNED_VARS: [&str; 13] = [
     "HTTP_PROXY",
     "http_proxy",
     "HTTPS_PROXY",
@@ -57,7 +74,19 @@ pub const OWNED_VARS: [&str; 7] = [
     "NO_PROXY",
     "no_proxy",
     JAVA_OPTIONS,
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "WGETRC",
 ];
+
+/// The names whose entries of ours take their value by reference to a managed object
+/// ([`PROXY_VARS`] and [`TRUST_VARS`]; not [`JAVA_OPTIONS`]).
+pub fn by_reference(name: &str) -> bool {
+    PROXY_VARS.contains(&name) || TRUST_VARS.contains(&name)
+}
 
 /// The first word of the operator's part of `JAVA_TOOL_OPTIONS`: a system property naming
 /// the managed objects, harmless to the JVM.
@@ -148,6 +177,8 @@ pub struct Injection<'a> {
     /// `java` policies: the options appended to each selected container's
     /// `JAVA_TOOL_OPTIONS` (after [`java_marker`]).
     pub java_options: Option<&'a str>,
+    /// `spec.trust`: the trust volume and variables.
+    pub trust: Option<TrustMount<'a>>,
 }
 
 /// How to bring a workload to the desired state.
@@ -171,6 +202,8 @@ pub struct Plan {
     pub conflicts: Vec<EnvConflict>,
     /// Own entries the write replaces (`Override`): to be remembered for the cleanup.
     pub overridden: Vec<Original>,
+    /// Trust not delivered: the workload uses the volume name or the mount path itself.
+    pub trust_conflicts: Vec<TrustConflict>,
 }
 
 /// A container that sets a proxy variable itself.
@@ -209,13 +242,14 @@ impl fmt::Debug for Original {
     }
 }
 
-/// The Secret or ConfigMap key a proxy variable reads, and whether it is in the ConfigMap.
+/// The Secret or ConfigMap key a proxy or trust variable reads, and whether it is in the
+/// ConfigMap.
 fn source_of(var: &str) -> Option<(&'static str, bool)> {
     match var {
         "HTTP_PROXY" | "http_proxy" => Some(("HTTP_PROXY", false)),
         "HTTPS_PROXY" | "https_proxy" => Some(("HTTPS_PROXY", false)),
         "NO_PROXY" | "no_proxy" => Some(("NO_PROXY", true)),
-        _ => None,
+        _ => TRUST_VARS.iter().find(|t| **t == var).map(|t| (*t, true)),
     }
 }
 
@@ -237,7 +271,7 @@ pub fn slot_annotation(managed: &str, slot: &str) -> String {
     format!("{managed}/{slot}")
 }
 
-/// Our entry for `var`, one of [`PROXY_VARS`].
+/// Our entry for `var`, one of [`PROXY_VARS`] or [`TRUST_VARS`].
 fn our_entry(var: &str, managed: &str, slot: &str) -> EnvVar {
     let (key, in_config_map) = source_of(var).unwrap_or(("", false));
     let value_from = if in_config_map {
@@ -291,8 +325,9 @@ pub fn slot_of(template: &PodTemplateSpec, managed: &str) -> Option<String> {
         })
 }
 
-/// One of the six names, taking its value from our Secret (proxy URLs) or ConfigMap
-/// (NO_PROXY), whatever the key; or a `JAVA_TOOL_OPTIONS` value carrying our part.
+/// One of the proxy or trust names, taking its value from our Secret (proxy URLs) or
+/// ConfigMap (NO_PROXY, trust paths), whatever the key; or a `JAVA_TOOL_OPTIONS` value
+/// carrying our part.
 pub fn is_ours(env: &EnvVar, managed: &str) -> bool {
     if env.name == JAVA_OPTIONS {
         let value = env.value.as_deref().filter(|_| env.value_from.is_none());
@@ -317,6 +352,11 @@ pub fn has_entries(template: &PodTemplateSpec, managed: &str) -> bool {
     containers(template)
         .flat_map(|(_, c)| c.env.iter().flatten())
         .any(|e| is_ours(e, managed))
+}
+
+/// The template's trust-bundle annotation.
+pub fn trust_bundle(template: &PodTemplateSpec) -> Option<&str> {
+    annotation(template, TRUST_BUNDLE).map(String::as_str)
 }
 
 /// The template's config-hash annotation.
@@ -350,54 +390,107 @@ fn selects(inj: &Injection, init: bool, name: &str) -> bool {
 struct ContainerPlan<'t> {
     container: &'t Container,
     init: bool,
-    /// Our entries it should carry, in [`PROXY_VARS`] order.
+    /// Our entries it should carry, in [`PROXY_VARS`] order, then the trust variables.
     desired: Vec<EnvVar>,
     /// Names of our entries it carries but should not.
     stale: Vec<String>,
     /// Our part goes into the container's own `JAVA_TOOL_OPTIONS` value.
     merges: bool,
-    /// Desired entries present exactly, and nothing stale.
+    /// It should mount the trust volume.
+    mount: bool,
+    /// It mounts the trust volume but should not.
+    stale_mount: bool,
+    /// Desired entries (and mount) present exactly, and nothing stale.
     up_to_date: bool,
+}
+
+/// Where the conflicts and replaced entries of one template's plan are collected.
+#[derive(Default)]
+struct Findings {
+    conflicts: Vec<EnvConflict>,
+    overridden: Vec<Original>,
+    trust_conflicts: Vec<TrustConflict>,
+}
+
+/// Our entries for one group of variables (a proxy pair, or one trust variable) unless the
+/// container sets one of them itself and `Keep` leaves it.
+fn group_entries(
+    inj: &Injection,
+    c: &Container,
+    group: &[&str],
+    found: &mut Findings,
+) -> Vec<EnvVar> {
+    let env = c.env.as_deref().unwrap_or_default();
+    let own: Vec<&EnvVar> = group
+        .iter()
+        .flat_map(|v| {
+            env.iter()
+                .filter(move |e| e.name == *v && !is_ours(e, inj.managed))
+        })
+        .collect();
+    if !own.is_empty() && inj.existing_env == ExistingEnv::Keep {
+        found.conflicts.extend(own.iter().map(|e| EnvConflict {
+            container: c.name.clone(),
+            variable: e.name.clone(),
+        }));
+        return Vec::new();
+    }
+    found.overridden.extend(own.iter().map(|e| Original {
+        container: c.name.clone(),
+        env: (*e).clone(),
+    }));
+    group
+        .iter()
+        .map(|v| our_entry(v, inj.managed, inj.slot))
+        .collect()
+}
+
+/// The trust mount for a selected container, unless it mounts something else at the path.
+fn trust_wanted(inj: &Injection, c: &Container, volume_ok: bool, found: &mut Findings) -> bool {
+    if inj.trust.is_none() || !volume_ok {
+        return false;
+    }
+    if mount::mount_taken(c) {
+        let container = c.name.clone();
+        found
+            .trust_conflicts
+            .push(TrustConflict::Mount { container });
+        return false;
+    }
+    true
 }
 
 fn plan_container<'t>(
     inj: &Injection,
     init: bool,
     c: &'t Container,
-    conflicts: &mut Vec<EnvConflict>,
-    overridden: &mut Vec<Original>,
+    volume_ok: bool,
+    found: &mut Findings,
 ) -> ContainerPlan<'t> {
     let env = c.env.as_deref().unwrap_or_default();
     let ours = |e: &EnvVar| is_ours(e, inj.managed);
     let mut desired = Vec::new();
-    if selects(inj, init, &c.name) {
+    let selected = selects(inj, init, &c.name);
+    let mount = selected && trust_wanted(inj, c, volume_ok, found);
+    if selected {
         for pair in PROXY_VARS.chunks(2) {
-            let own: Vec<&EnvVar> = pair
-                .iter()
-                .flat_map(|v| env.iter().filter(move |e| e.name == *v && !ours(e)))
-                .collect();
-            if !own.is_empty() && inj.existing_env == ExistingEnv::Keep {
-                conflicts.extend(own.iter().map(|e| EnvConflict {
-                    container: c.name.clone(),
-                    variable: e.name.clone(),
-                }));
-                continue;
-            }
-            overridden.extend(own.iter().map(|e| Original {
-                container: c.name.clone(),
-                env: (*e).clone(),
-            }));
-            desired.extend(pair.iter().map(|v| our_entry(v, inj.managed, inj.slot)));
+            desired.extend(group_entries(inj, c, pair, found));
         }
     }
-    let merges = selects(inj, init, &c.name)
-        && match java_entry(inj, c, conflicts) {
+    let merges = selected
+        && match java_entry(inj, c, &mut found.conflicts) {
             Some((entry, merges)) => {
                 desired.push(entry);
                 merges
             }
             None => false,
         };
+    if let Some(t) = inj.trust.as_ref().filter(|_| mount) {
+        for var in t.vars {
+            desired.extend(group_entries(inj, c, &[var.as_str()], found));
+        }
+    }
+    let stale_mount = !mount && mount::has_our_mount(c);
     let stale: Vec<String> = OWNED_VARS
         .iter()
         .filter(|v| env.iter().any(|e| e.name == **v && ours(e)))
@@ -405,6 +498,8 @@ fn plan_container<'t>(
         .map(|v| (*v).to_owned())
         .collect();
     let up_to_date = stale.is_empty()
+        && !stale_mount
+        && (!mount || mount::mount_current(c))
         && desired.iter().all(|d| {
             env.iter().any(|e| {
                 e.name == d.name
@@ -418,6 +513,8 @@ fn plan_container<'t>(
         desired,
         stale,
         merges,
+        mount,
+        stale_mount,
         up_to_date,
     }
 }
@@ -457,35 +554,68 @@ fn java_entry(
     Some((entry, !own.is_empty()))
 }
 
+/// What the template's trust volume needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VolumePlan {
+    /// Ours, with the policy's files.
+    Wanted,
+    /// Ours, no longer wanted.
+    Stale,
+    /// Neither there nor wanted, or the workload's own.
+    Absent,
+}
+
 /// Decides the write that gives `template` exactly our entries and the annotation `hash`.
 pub fn plan(
     id: &WorkloadId,
     template: &PodTemplateSpec,
     inj: &Injection,
 ) -> Result<Plan, EncodeError> {
-    let mut conflicts = Vec::new();
-    let mut overridden = Vec::new();
+    let mut found = Findings::default();
+    let taken = inj.trust.is_some() && mount::volume_taken(template, inj.managed);
+    if taken {
+        found.trust_conflicts.push(TrustConflict::Volume);
+    }
     let plans: Vec<ContainerPlan> = containers(template)
-        .map(|(init, c)| plan_container(inj, init, c, &mut conflicts, &mut overridden))
+        .map(|(init, c)| plan_container(inj, init, c, !taken, &mut found))
         .collect();
-    let replaces = !overridden.is_empty()
+    let has_ours =
+        mount::named_volume(template).is_some_and(|v| mount::is_our_volume(v, inj.managed));
+    let volume = match (plans.iter().any(|p| p.mount), has_ours) {
+        (true, _) => VolumePlan::Wanted,
+        (false, true) => VolumePlan::Stale,
+        (false, false) => VolumePlan::Absent,
+    };
+    let volume_current = match (volume, &inj.trust) {
+        (VolumePlan::Wanted, Some(t)) => mount::volume_current(template, inj.managed, t.files),
+        (VolumePlan::Stale, _) => false,
+        _ => true,
+    };
+    let bundle = inj.trust.as_ref().map(|t| t.bundle.to_owned());
+    let stale_bundle = bundle.is_none() && annotation(template, TRUST_BUNDLE).is_some();
+    let replaces = !found.overridden.is_empty()
+        || stale_bundle
+        || volume == VolumePlan::Stale
         || plans
             .iter()
-            .any(|p| !p.stale.is_empty() || (p.merges && !p.up_to_date));
+            .any(|p| !p.stale.is_empty() || p.stale_mount || (p.merges && !p.up_to_date));
     let write = if replaces {
-        Write::Patch(patch_body(id, &plans, inj)?)
+        Write::Patch(patch_body(id, &plans, inj, volume, stale_bundle)?)
     } else if plans.iter().all(|p| p.up_to_date)
+        && volume_current
+        && annotation(template, TRUST_BUNDLE) == bundle.as_ref()
         && current_hash(template) == Some(inj.hash)
         && annotation(template, CREDENTIAL_SLOT) == Some(&slot_annotation(inj.managed, inj.slot))
     {
         Write::None
     } else {
-        Write::Apply(apply_body(id, &plans, inj)?)
+        Write::Apply(apply_body(id, &plans, inj, volume)?)
     };
     Ok(Plan {
         write,
-        conflicts,
-        overridden,
+        conflicts: found.conflicts,
+        overridden: found.overridden,
+        trust_conflicts: found.trust_conflicts,
     })
 }
 
@@ -512,45 +642,82 @@ pub(crate) fn encode<T: serde::Serialize>(
     })
 }
 
-/// `{"containers": [...], "initContainers": [...]}` with the non-empty lists of
-/// `{"name", "env": entries(plan)}`.
+/// `{"containers": [...], "initContainers": [...], "volumes": [...]}` with the non-empty
+/// lists of `{"name", "env": entries(plan), "volumeMounts": mounts(plan)}`, and `volume`.
 fn pod_spec(
     plans: &[ContainerPlan],
     entries: impl Fn(&ContainerPlan) -> Result<Vec<Value>, EncodeError>,
+    mounts: impl Fn(&ContainerPlan) -> Option<Value>,
+    volume: Option<Value>,
 ) -> Result<Value, EncodeError> {
     let mut spec = Map::new();
     for (init, field) in [(false, "containers"), (true, "initContainers")] {
         let mut list = Vec::new();
         for p in plans.iter().filter(|p| p.init == init) {
             let env = entries(p)?;
-            if !env.is_empty() {
-                list.push(json!({"name": p.container.name, "env": env}));
+            let mount = mounts(p);
+            if env.is_empty() && mount.is_none() {
+                continue;
             }
+            let mut item = json!({"name": p.container.name});
+            if !env.is_empty() {
+                item["env"] = Value::Array(env);
+            }
+            if let Some(m) = mount {
+                item["volumeMounts"] = json!([m]);
+            }
+            list.push(item);
         }
         if !list.is_empty() {
             spec.insert(field.to_owned(), Value::Array(list));
         }
     }
+    if let Some(v) = volume {
+        spec.insert("volumes".to_owned(), json!([v]));
+    }
     Ok(Value::Object(spec))
 }
 
-/// The two annotations every injected template carries.
-fn annotations(inj: &Injection) -> Value {
-    json!({CONFIG_HASH: inj.hash, CREDENTIAL_SLOT: slot_annotation(inj.managed, inj.slot)})
+/// Our volume as the write should carry it: the item itself, or its delete in a patch.
+fn volume_item(inj: &Injection, volume: VolumePlan, patch: bool) -> Option<Value> {
+    match (volume, &inj.trust) {
+        (VolumePlan::Wanted, Some(t)) => Some(mount::volume_json(inj.managed, t.files)),
+        (VolumePlan::Stale, _) if patch => Some(mount::volume_delete()),
+        _ => None,
+    }
+}
+
+/// The annotations every injected template carries, and the trust bundle's; `stale_bundle`:
+/// a patch takes the bundle's out.
+fn annotations(inj: &Injection, stale_bundle: bool) -> Value {
+    let mut out =
+        json!({CONFIG_HASH: inj.hash, CREDENTIAL_SLOT: slot_annotation(inj.managed, inj.slot)});
+    match &inj.trust {
+        Some(t) => out[TRUST_BUNDLE] = json!(t.bundle),
+        None if stale_bundle => out[TRUST_BUNDLE] = Value::Null,
+        None => {}
+    }
+    out
 }
 
 fn apply_body(
     id: &WorkloadId,
     plans: &[ContainerPlan],
     inj: &Injection,
+    volume: VolumePlan,
 ) -> Result<Value, EncodeError> {
-    let spec = pod_spec(plans, |p| {
-        let c = &p.container.name;
-        p.desired.iter().map(|e| encode(c, &e.name, e)).collect()
-    })?;
+    let spec = pod_spec(
+        plans,
+        |p| {
+            let c = &p.container.name;
+            p.desired.iter().map(|e| encode(c, &e.name, e)).collect()
+        },
+        |p| p.mount.then(mount::mount_json),
+        volume_item(inj, volume, false),
+    )?;
     let mut body = at_template(
         id.kind,
-        json!({"metadata": {"annotations": annotations(inj)}, "spec": spec}),
+        json!({"metadata": {"annotations": annotations(inj, false)}, "spec": spec}),
     );
     body["apiVersion"] = json!(api_version(id.kind));
     body["kind"] = json!(kind_name(id.kind));
@@ -605,8 +772,15 @@ fn patch_body(
     id: &WorkloadId,
     plans: &[ContainerPlan],
     inj: &Injection,
+    volume: VolumePlan,
+    stale_bundle: bool,
 ) -> Result<Value, EncodeError> {
-    let spec = pod_spec(plans, |p| {
+    let mounts = |p: &ContainerPlan| match (p.mount, p.stale_mount) {
+        (true, _) => Some(mount::mount_json()),
+        (false, true) => Some(mount::mount_delete()),
+        _ => None,
+    };
+    let entries = |p: &ContainerPlan| {
         let mut out = Vec::new();
         for d in &p.desired {
             out.push(replacing_entry(p.container, d)?);
@@ -624,9 +798,10 @@ fn patch_body(
             }
         }
         Ok(out)
-    })?;
+    };
+    let spec = pod_spec(plans, entries, mounts, volume_item(inj, volume, true))?;
     Ok(at_template(
         id.kind,
-        json!({"metadata": {"annotations": annotations(inj)}, "spec": spec}),
+        json!({"metadata": {"annotations": annotations(inj, stale_bundle)}, "spec": spec}),
     ))
 }

@@ -38,6 +38,7 @@ fn inj<'a>(containers: &'a [String], hash: &'a str) -> Injection<'a> {
         hash,
         originals: &[],
         java_options: None,
+        trust: None,
     }
 }
 
@@ -76,7 +77,8 @@ fn ours_json() -> Vec<Value> {
 
 /// Applies a strategic merge patch (or the template part of an apply body) the way the API
 /// server does for the fields involved: objects merge, null deletes, `containers`,
-/// `initContainers` and `env` merge by `name`, `$patch: delete` removes an item.
+/// `initContainers`, `env` and `volumes` merge by `name`, `volumeMounts` by `mountPath`,
+/// `$patch: delete` removes an item.
 fn merge(target: &mut Value, patch: &Value) {
     let (Value::Object(t), Value::Object(p)) = (&mut *target, patch) else {
         *target = strip_nulls(patch);
@@ -85,11 +87,19 @@ fn merge(target: &mut Value, patch: &Value) {
     for (k, v) in p {
         if v.is_null() {
             t.remove(k);
-        } else if matches!(k.as_str(), "containers" | "initContainers" | "env") {
+        } else if matches!(
+            k.as_str(),
+            "containers" | "initContainers" | "env" | "volumes" | "volumeMounts"
+        ) {
+            let key = if k == "volumeMounts" {
+                "mountPath"
+            } else {
+                "name"
+            };
             let list = t.entry(k.clone()).or_insert_with(|| json!([]));
             let items = list.as_array_mut().unwrap();
             for item in v.as_array().unwrap() {
-                let pos = items.iter().position(|i| i["name"] == item["name"]);
+                let pos = items.iter().position(|i| i[key] == item[key]);
                 match (pos, item.get("$patch")) {
                     (Some(i), Some(_)) => {
                         items.remove(i);
@@ -737,4 +747,269 @@ fn the_java_marker_is_a_whole_word() {
     assert_eq!(java_own(&format!("-Xmx1g  {m} -Da=1"), S), "-Xmx1g ");
     assert_eq!(java_own(&format!("{m} -Da=1"), S), "");
     assert_eq!(java_own("-Xmx1g", S), "-Xmx1g");
+}
+
+const BUNDLE: &str = "00112233aabbccdd";
+
+fn trust_vars() -> Vec<String> {
+    vec!["SSL_CERT_FILE".into(), "NODE_EXTRA_CA_CERTS".into()]
+}
+
+fn trust_files() -> Vec<String> {
+    vec!["ca-bundle.crt".into()]
+}
+
+fn with_trust<'a>(i: Injection<'a>, vars: &'a [String], files: &'a [String]) -> Injection<'a> {
+    Injection {
+        trust: Some(TrustMount {
+            vars,
+            files,
+            bundle: BUNDLE,
+        }),
+        ..i
+    }
+}
+
+fn config_map_entry(name: &str) -> Value {
+    json!({"name": name, "valueFrom": {"configMapKeyRef": {"name": S, "key": name}}})
+}
+
+fn ours_with_trust() -> Vec<Value> {
+    let mut env = ours_json();
+    env.extend([
+        config_map_entry("SSL_CERT_FILE"),
+        config_map_entry("NODE_EXTRA_CA_CERTS"),
+    ]);
+    env
+}
+
+fn mounts_of(t: &PodTemplateSpec, container: &str) -> Vec<Value> {
+    let c = containers(t).find(|(_, c)| c.name == container).unwrap().1;
+    let m = c.volume_mounts.clone().unwrap_or_default();
+    m.iter().map(|m| serde_json::to_value(m).unwrap()).collect()
+}
+
+fn volumes_of(t: &PodTemplateSpec) -> Vec<Value> {
+    let v = t.spec.as_ref().unwrap().volumes.clone().unwrap_or_default();
+    v.iter().map(|v| serde_json::to_value(v).unwrap()).collect()
+}
+
+#[test]
+fn trust_adds_the_volume_mounts_variables_and_annotation_then_nothing_to_do() {
+    let (vars, files) = (trust_vars(), trust_files());
+    let i = with_trust(inj(&[], HASH), &vars, &files);
+    let p = plan(&id(), &basic(), &i);
+    assert!(p.trust_conflicts.is_empty());
+    let Write::Apply(body) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    let mount = json!([{"name": VOLUME, "mountPath": TRUST_DIR, "readOnly": true}]);
+    let expected = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "api", "namespace": "team-a"},
+        "spec": {"template": {
+            "metadata": {"annotations": {
+                CONFIG_HASH: HASH, CREDENTIAL_SLOT: CREDENTIAL, TRUST_BUNDLE: BUNDLE}},
+            "spec": {
+                "containers": [
+                    {"name": "app", "env": ours_with_trust(), "volumeMounts": mount},
+                    {"name": "sidecar", "env": ours_with_trust(), "volumeMounts": mount},
+                ],
+                "initContainers": [
+                    {"name": "migrate", "env": ours_with_trust(), "volumeMounts": mount}],
+                "volumes": [{"name": VOLUME, "configMap": {"name": S,
+                    "items": [{"key": "ca-bundle.crt", "path": "ca-bundle.crt"}]}}],
+            },
+        }},
+    });
+    assert_eq!(body, &expected);
+    let t = after(&basic(), &p.write);
+    assert_eq!(plan(&id(), &t, &i).write, Write::None);
+    // The API server's defaults change nothing.
+    let mut defaulted = serde_json::to_value(&t).unwrap();
+    defaulted["spec"]["volumes"][0]["configMap"]["defaultMode"] = json!(420);
+    assert_eq!(plan(&id(), &template(defaulted), &i).write, Write::None);
+}
+
+#[test]
+fn a_bundle_with_other_files_is_applied_again() {
+    let (vars, files) = (trust_vars(), trust_files());
+    let t = after(
+        &basic(),
+        &plan(&id(), &basic(), &with_trust(inj(&[], HASH), &vars, &files)).write,
+    );
+    let java_files = vec!["ca-bundle.crt".to_owned(), "truststore.p12".to_owned()];
+    let i = with_trust(inj(&[], HASH), &vars, &java_files);
+    let p = plan(&id(), &t, &i);
+    let Write::Apply(body) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    let items = &body["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"];
+    assert_eq!(items.as_array().map(Vec::len), Some(2));
+    assert_eq!(plan(&id(), &after(&t, &p.write), &i).write, Write::None);
+}
+
+#[test]
+fn trust_taken_out_removes_volume_mounts_variables_and_annotation() {
+    let (vars, files) = (trust_vars(), trust_files());
+    let t = after(
+        &basic(),
+        &plan(&id(), &basic(), &with_trust(inj(&[], HASH), &vars, &files)).write,
+    );
+    let p = plan(&id(), &t, &inj(&[], HASH));
+    let Write::Patch(patch) = &p.write else {
+        panic!("{:?}", p.write)
+    };
+    let tpl = &patch["spec"]["template"];
+    assert_eq!(tpl["metadata"]["annotations"][TRUST_BUNDLE], Value::Null);
+    assert!(tpl["metadata"]["annotations"].get(TRUST_BUNDLE).is_some());
+    assert_eq!(
+        tpl["spec"]["volumes"],
+        json!([{"name": VOLUME, "$patch": "delete"}])
+    );
+    assert_eq!(
+        tpl["spec"]["containers"][0]["volumeMounts"],
+        json!([{"mountPath": TRUST_DIR, "$patch": "delete"}])
+    );
+    let t2 = after(&t, &p.write);
+    assert!(volumes_of(&t2).is_empty());
+    assert!(mounts_of(&t2, "app").is_empty());
+    assert_eq!(
+        env_of(&t2, "app").len(),
+        1 + 6,
+        "LOG and the proxy variables"
+    );
+    assert_eq!(trust_bundle(&t2), None);
+    assert_eq!(plan(&id(), &t2, &inj(&[], HASH)).write, Write::None);
+}
+
+#[test]
+fn the_workloads_own_volume_or_mount_is_a_conflict_never_replaced() {
+    let (vars, files) = (trust_vars(), trust_files());
+    let own_volume = template(json!({"spec": {
+        "containers": [{"name": "app"}],
+        "volumes": [{"name": VOLUME, "emptyDir": {}}],
+    }}));
+    for existing_env in [ExistingEnv::Keep, ExistingEnv::Override] {
+        let mut i = with_trust(inj(&[], HASH), &vars, &files);
+        i.existing_env = existing_env;
+        let p = plan(&id(), &own_volume, &i);
+        assert_eq!(p.trust_conflicts, [TrustConflict::Volume]);
+        let t = after(&own_volume, &p.write);
+        assert_eq!(volumes_of(&t), [json!({"name": VOLUME, "emptyDir": {}})]);
+        assert!(mounts_of(&t, "app").is_empty());
+        assert_eq!(env_of(&t, "app").len(), 6, "the proxy variables only");
+    }
+    let own_mount = template(json!({"spec": {
+        "containers": [
+            {"name": "app", "volumeMounts": [{"name": "certs", "mountPath": "/etc/egress-proxy/trust/"}]},
+            {"name": "sidecar"},
+        ],
+        "volumes": [{"name": "certs", "secret": {"secretName": "certs"}}],
+    }}));
+    let i = with_trust(inj(&[], HASH), &vars, &files);
+    let p = plan(&id(), &own_mount, &i);
+    assert_eq!(
+        p.trust_conflicts,
+        [TrustConflict::Mount {
+            container: "app".into()
+        }]
+    );
+    let t = after(&own_mount, &p.write);
+    assert_eq!(mounts_of(&t, "app").len(), 1, "its own mount stays");
+    assert_eq!(mounts_of(&t, "app")[0]["name"], json!("certs"));
+    assert_eq!(
+        env_of(&t, "app").len(),
+        6,
+        "no trust variables where the files are not"
+    );
+    assert_eq!(env_of(&t, "sidecar").len(), 8);
+    assert_eq!(volumes_of(&t).len(), 2);
+    assert_eq!(
+        p.trust_conflicts[0].to_string(),
+        "container app mounts another volume at /etc/egress-proxy/trust"
+    );
+}
+
+#[test]
+fn an_own_trust_variable_is_kept_or_overridden_and_restored() {
+    let (vars, files) = (trust_vars(), trust_files());
+    let t = with_own(json!([{"name": "SSL_CERT_FILE", "value": "/etc/ssl/mine.pem"}]));
+    let p = plan(&id(), &t, &with_trust(inj(&[], HASH), &vars, &files));
+    assert_eq!(
+        p.conflicts,
+        [EnvConflict {
+            container: "app".into(),
+            variable: "SSL_CERT_FILE".into()
+        }]
+    );
+    let kept = after(&t, &p.write);
+    let value = |t: &PodTemplateSpec, n: &str| env_of(t, "app").into_iter().find(|e| e.name == n);
+    assert_eq!(
+        value(&kept, "SSL_CERT_FILE").and_then(|e| e.value),
+        Some("/etc/ssl/mine.pem".into())
+    );
+    assert!(value(&kept, "NODE_EXTRA_CA_CERTS").is_some());
+
+    let mut i = with_trust(inj(&[], HASH), &vars, &files);
+    i.existing_env = ExistingEnv::Override;
+    let p = plan(&id(), &t, &i);
+    assert_eq!(p.overridden.len(), 1);
+    assert_eq!(p.overridden[0].env.name, "SSL_CERT_FILE");
+    let replaced = after(&t, &p.write);
+    assert_eq!(
+        value(&replaced, "SSL_CERT_FILE").and_then(|e| e.value_from),
+        Some(
+            serde_json::from_value(json!({"configMapKeyRef": {"name": S, "key": "SSL_CERT_FILE"}}))
+                .unwrap()
+        )
+    );
+    let patch = cleanup_patch(&replaced, S, &p.overridden).unwrap();
+    let restored = after(&replaced, &Write::Patch(patch));
+    assert_eq!(
+        value(&restored, "SSL_CERT_FILE").and_then(|e| e.value),
+        Some("/etc/ssl/mine.pem".into())
+    );
+    assert!(value(&restored, "NODE_EXTRA_CA_CERTS").is_none());
+    assert!(volumes_of(&restored).is_empty());
+    assert!(mounts_of(&restored, "app").is_empty());
+    assert_eq!(trust_bundle(&restored), None);
+}
+
+#[test]
+fn the_cleanup_takes_out_the_trust_volume_mounts_and_annotation() {
+    let (vars, files) = (trust_vars(), trust_files());
+    let t = after(
+        &basic(),
+        &plan(&id(), &basic(), &with_trust(inj(&[], HASH), &vars, &files)).write,
+    );
+    let patch = cleanup_patch(&t, S, &[]).unwrap();
+    let tpl = &patch["spec"]["template"];
+    assert_eq!(
+        tpl["metadata"]["annotations"],
+        json!({CONFIG_HASH: null, CREDENTIAL_SLOT: null, TRUST_BUNDLE: null})
+    );
+    assert_eq!(
+        tpl["spec"]["volumes"],
+        json!([{"name": VOLUME, "$patch": "delete"}])
+    );
+    let t2 = after(&t, &Write::Patch(patch));
+    assert_eq!(serde_json::to_value(&t2).unwrap(), {
+        let mut b = serde_json::to_value(basic()).unwrap();
+        b["spec"]["volumes"] = json!([]);
+        b["spec"]["containers"][1]["env"] = json!([]);
+        b["spec"]["containers"][1]["volumeMounts"] = json!([]);
+        b["spec"]["containers"][0]["volumeMounts"] = json!([]);
+        b["spec"]["initContainers"][0]["env"] = json!([]);
+        b["spec"]["initContainers"][0]["volumeMounts"] = json!([]);
+        b["metadata"]["annotations"] = json!({});
+        b
+    });
+    // Another policy's volume of the same name is not ours to remove.
+    assert_eq!(
+        cleanup_patch(&t, "egress-proxy-other", &[])
+            .map(|p| p["spec"]["template"]["spec"].get("volumes").is_some()),
+        Some(false)
+    );
 }

@@ -8,6 +8,7 @@ use kube::{Resource, ResourceExt};
 
 use super::evaluate::Rendering;
 use super::slots::{self, Stage};
+use super::trust::Trusted;
 use super::verify::{self, ProbeRun};
 use super::{
     Change, ConfigMapData, FINALIZER, Inputs, Plan, SecretData, Unwritable, Verdict, WorkloadWrite,
@@ -18,7 +19,7 @@ use crate::api::{DiscoveredFacts, EgressProxyPolicy, VerificationStatus};
 use crate::controller::objects::{JobView, Rollout, WorkloadView};
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::rotation::Gate;
-use crate::workloads::{self, Injection, Original, WorkloadId, Write};
+use crate::workloads::{self, Injection, Original, TrustMount, WorkloadId, Write};
 
 impl Applied {
     /// The values a probe of this configuration runs with.
@@ -26,6 +27,7 @@ impl Applied {
         verify::ProbeEnv {
             no_proxy: &self.rendered.no_proxy.value,
             java_options: self.java_options.as_deref(),
+            trust_files: self.trust.as_ref().map(|t| t.files.as_slice()),
         }
     }
 }
@@ -63,6 +65,8 @@ pub(super) struct Applied {
     pub verification: Option<VerificationStatus>,
     pub probe_note: Option<String>,
     pub probe_image: bool,
+    /// `spec.trust`: the bundle and what the workloads get of it.
+    pub trust: Option<Trusted>,
 }
 
 /// One managed workload.
@@ -74,6 +78,8 @@ pub(super) struct Managed {
     /// The write was made and the cache has not seen it yet.
     pub written: bool,
     pub rollout: Rollout,
+    /// Its template carries the current trust bundle.
+    pub trusted: bool,
 }
 
 /// How the policy relates to one workload of its namespace.
@@ -119,10 +125,11 @@ pub(super) fn plan(
     rendered: Rendering,
     stage: Stage,
     facts: DiscoveredFacts,
+    trust: Option<Trusted>,
 ) -> Plan {
     let own = own_names(i.policy);
     let mut data = slots::managed_data(i, &stage, i.secret.data.clone().unwrap_or_default());
-    let mut applied = applied(i, rendered, stage, facts);
+    let mut applied = applied(i, rendered, stage, facts, trust);
     let mut injections = Vec::new();
     let mut leaving = Vec::new();
     let mut workloads: Vec<&WorkloadView> = i.workloads.iter().collect();
@@ -165,10 +172,7 @@ pub(super) fn plan(
     let open = matches!(applied.slots.gate, Gate::NotRequired | Gate::Passed);
     if !applied.paused {
         plan.secret = change(i.policy, &i.secret.meta, &i.secret.data, data.clone());
-        let cm = ConfigMapData::from([(
-            "NO_PROXY".to_owned(),
-            applied.rendered.no_proxy.value.clone(),
-        )]);
+        let cm = config_map_data(&applied);
         let exists = i.config_map.meta.is_some() || i.config_map.data.is_some();
         if open || !exists {
             plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
@@ -187,15 +191,37 @@ pub(super) fn plan(
     plan
 }
 
+/// The managed ConfigMap's data: NO_PROXY, and the trust keys.
+fn config_map_data(a: &Applied) -> ConfigMapData {
+    let mut cm = ConfigMapData::default();
+    let no_proxy = a.rendered.no_proxy.value.clone();
+    cm.data.insert("NO_PROXY".to_owned(), no_proxy);
+    if let Some(t) = &a.trust {
+        t.add_to(&mut cm);
+    }
+    cm
+}
+
 /// What the status is built from, before the workloads are looked at.
-fn applied(i: &Inputs, rendered: Rendering, stage: Stage, facts: DiscoveredFacts) -> Applied {
+fn applied(
+    i: &Inputs,
+    rendered: Rendering,
+    stage: Stage,
+    facts: DiscoveredFacts,
+    trust: Option<Trusted>,
+) -> Applied {
     let spec = &i.policy.spec;
     // Checked by `within_budget` before this stage: an error here cannot happen.
-    let java_options = stage
+    let proxy_options = stage
         .urls
         .as_ref()
         .and_then(|u| rendered.java_options(u))
         .and_then(Result::ok);
+    let trust_options = trust.as_ref().and_then(|t| t.bundle.java_options.clone());
+    let java_options = match (proxy_options, trust_options) {
+        (Some(p), Some(t)) => Some(format!("{p} {t}")),
+        (p, t) => p.or(t),
+    };
     let node_subnets = facts
         .node_subnets
         .as_ref()
@@ -225,6 +251,7 @@ fn applied(i: &Inputs, rendered: Rendering, stage: Stage, facts: DiscoveredFacts
             _ => None,
         },
         probe_image: i.probe_image.is_some(),
+        trust,
     }
 }
 
@@ -342,6 +369,7 @@ fn inject(
             needs_write: false,
             written: false,
             rollout: v.rollout,
+            trusted: false,
         });
         return Ok(None);
     }
@@ -358,10 +386,18 @@ fn inject(
         hash: &applied.hash,
         originals: &originals,
         java_options: applied.java_options.as_deref(),
+        trust: applied.trust.as_ref().map(|t| TrustMount {
+            vars: &t.vars,
+            files: &t.files,
+            bundle: &t.bundle.id,
+        }),
     };
     let decided =
         workloads::plan(&v.id, &v.template, &inj).map_err(|e| (v.id.clone(), e.to_string()))?;
     for c in &decided.conflicts {
+        applied.conflicts.push(format!("{}: {c}", v.id));
+    }
+    for c in &decided.trust_conflicts {
         applied.conflicts.push(format!("{}: {c}", v.id));
     }
     for o in &decided.overridden {
@@ -376,6 +412,10 @@ fn inject(
         needs_write: decided.write != Write::None,
         written,
         rollout: v.rollout,
+        trusted: applied
+            .trust
+            .as_ref()
+            .is_some_and(|t| workloads::trust_bundle(&v.template) == Some(t.bundle.id.as_str())),
     });
     Ok((decided.write != Write::None).then(|| WorkloadWrite {
         id: v.id.clone(),

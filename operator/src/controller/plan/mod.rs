@@ -16,6 +16,7 @@ mod report;
 mod slots;
 #[cfg(test)]
 mod tests;
+mod trust;
 pub mod verify;
 
 use std::collections::BTreeMap;
@@ -28,6 +29,7 @@ use kube::{Resource, ResourceExt};
 
 pub use report::{Completion, HOLD, Note, Report, Requeue};
 pub use slots::SlotRead;
+pub use trust::{SourceProblem, SourceRead};
 
 use super::FINALIZER;
 
@@ -56,8 +58,37 @@ impl fmt::Debug for SecretData {
     }
 }
 
-/// The managed ConfigMap's data.
-pub type ConfigMapData = BTreeMap<String, String>;
+/// The managed ConfigMap's data: NO_PROXY, and with `spec.trust` the trust variables'
+/// paths, the PEM bundle and (`java`) the truststore. `Debug` shows keys and sizes.
+#[derive(Clone, Default, PartialEq)]
+pub struct ConfigMapData {
+    pub data: BTreeMap<String, String>,
+    pub binary: BTreeMap<String, ByteString>,
+}
+
+impl fmt::Debug for ConfigMapData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.data.iter().map(|(k, v)| (k, v.len()));
+        let binary = self.binary.iter().map(|(k, v)| (k, v.0.len()));
+        f.debug_map().entries(text.chain(binary)).finish()
+    }
+}
+
+impl ConfigMapData {
+    /// The data of a ConfigMap as read.
+    pub fn of(
+        data: Option<BTreeMap<String, String>>,
+        binary: Option<BTreeMap<String, ByteString>>,
+    ) -> Option<Self> {
+        if data.is_none() && binary.is_none() {
+            return None;
+        }
+        Some(ConfigMapData {
+            data: data.unwrap_or_default(),
+            binary: binary.unwrap_or_default(),
+        })
+    }
+}
 
 /// A managed Secret or ConfigMap as the executor knows it.
 #[derive(Debug, Clone)]
@@ -111,6 +142,10 @@ pub struct Inputs<'a> {
     pub cluster: &'a ClusterInputs,
     /// Every credential slot, read; `None` when [`needs_credentials`] said it is not needed.
     pub slots: Option<&'a [SlotRead]>,
+    /// Every trust source (`spec.trust`), read when the slots are.
+    pub trust: Option<&'a [SourceRead]>,
+    /// The roots written with the CAs under `roots: Keep` (`--trust-roots`).
+    pub root_set: &'a crate::trust::RootSet,
     /// The policy's Pods per credential slot, when [`Plan::needs_pods`] asked for them.
     pub pods: Option<&'a BTreeMap<String, usize>>,
     pub secret: &'a Observed<SecretData>,
@@ -391,7 +426,12 @@ pub fn plan(i: &Inputs) -> Plan {
         .filter(|v| applied::injectable(i, v))
         .collect();
     let domain = rendered_domain(p, &facts);
-    let stage = match slots::stage(i, &rendered.hashed(), &mine, domain) {
+    let trusted = match trust::stage(i) {
+        Ok(t) => t,
+        Err(blocker) => return blocked(plan, blocker, facts, None),
+    };
+    let hashed = rendered.hashed() + &trusted.as_ref().map(|t| t.hashed()).unwrap_or_default();
+    let stage = match slots::stage(i, &hashed, &mine, domain) {
         Ok(stage) => stage,
         Err(blocker) => return blocked(plan, blocker, facts, None),
     };
@@ -415,7 +455,7 @@ pub fn plan(i: &Inputs) -> Plan {
         return blocked(plan, blocker, facts, Some(stage));
     }
     plan.needs_pods = stage.decision.needs_pods && i.pods.is_none();
-    applied::plan(i, plan, &s, rendered, stage, facts)
+    applied::plan(i, plan, &s, rendered, stage, facts, trusted)
 }
 
 fn blocked(

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::applied::Applied;
 use super::slots::Stage;
 use super::{Blocker, Change, Plan, Verdict};
-use crate::api::reasons::{READY, RECONCILING, STALLED, VERIFIED, event, reason};
+use crate::api::reasons::{READY, RECONCILING, STALLED, TRUST_EXPIRING, VERIFIED, event, reason};
 use crate::api::{
     EgressProxyPolicyStatus, RotationCounts, RotationPhase, RotationStatus, UncoveredIntent,
     WorkloadCounts,
@@ -104,7 +104,9 @@ impl Plan {
         };
         let (status, flip) = self.finish(status, &decided, now);
         let rolling = status.as_ref().is_some_and(|s| self.only_rolling(s));
-        let mut events = Vec::new();
+        let mut events: Vec<Note> = expiring(&self.previous, status.as_ref())
+            .into_iter()
+            .collect();
         if let Verdict::Applied(a) = &self.verdict {
             // A configuration is told once, when its rollout starts: not again for the next
             // workloads of a paced rollout, nor for a workload that joins it.
@@ -304,6 +306,14 @@ fn applied_status(
             old_jobs: a.old_jobs.iter().take(LISTED).cloned().collect(),
         }),
         verification: a.verification.clone(),
+        trust: a.trust.as_ref().map(|t| {
+            let (done, rest): (Vec<_>, Vec<_>) = a
+                .mine
+                .iter()
+                .partition(|m| m.trusted && !m.needs_write && m.rollout == Rollout::RolledOut);
+            let pending = rest.iter().take(LISTED).map(|m| m.id.to_string());
+            t.status(done.len() as i32, pending.collect())
+        }),
     };
     let failures: Vec<String> = failed.iter().map(|(id, e)| format!("{id}: {e}")).collect();
     let mut decided = decide(&Outcome {
@@ -317,7 +327,37 @@ fn applied_status(
         old_jobs: &a.old_jobs,
     });
     verification_conditions(a, &mut decided);
+    decided.extend(trust_condition(a));
     (status, decided, requeue(a))
+}
+
+/// The Warning Event of `TrustExpiring` turning True.
+fn expiring(old: &EgressProxyPolicyStatus, new: Option<&EgressProxyPolicyStatus>) -> Option<Note> {
+    let is_true = |s: &EgressProxyPolicyStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == TRUST_EXPIRING && c.status == "True")
+            .cloned()
+    };
+    let now = is_true(new?)?;
+    is_true(old).is_none().then_some(Note {
+        warning: true,
+        reason: now.reason,
+        message: now.message,
+    })
+}
+
+/// `TrustExpiring`, when the policy has `spec.trust`.
+fn trust_condition(a: &Applied) -> Option<Decided> {
+    let t = a.trust.as_ref()?;
+    Some(if t.expiring.is_empty() {
+        let n = t.certs.len();
+        let message = format!("no source certificate (of {n}) expires soon");
+        cond(TRUST_EXPIRING, false, reason::CERTIFICATES_VALID, message)
+    } else {
+        let message = t.expiring.join("; ");
+        cond(TRUST_EXPIRING, true, reason::CERTIFICATE_EXPIRING, message)
+    })
 }
 
 /// The `Verified` condition, and `Ready`/`Reconciling`/`Stalled` when a closed gate holds

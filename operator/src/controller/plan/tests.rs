@@ -11,7 +11,7 @@ use crate::api::{RotationPhase, WorkloadKind};
 use crate::controller::objects::{JobView, Owned, Rollout};
 use crate::credentials::{CredentialError, ProxyUrls};
 use crate::discovery::{NodeInputs, Overrides};
-use crate::workloads::{CONFIG_HASH, CREDENTIAL_SLOT};
+use crate::workloads::{CONFIG_HASH, CREDENTIAL_SLOT, TRUST_BUNDLE};
 use verify::ProbeRun;
 
 const NS: &str = "team-a";
@@ -98,6 +98,14 @@ fn cluster() -> ClusterInputs {
     }
 }
 
+/// The managed ConfigMap's data without trust.
+fn no_proxy_data(value: &str) -> ConfigMapData {
+    ConfigMapData {
+        data: BTreeMap::from([("NO_PROXY".into(), value.into())]),
+        binary: BTreeMap::new(),
+    }
+}
+
 fn urls(url: &str) -> Result<ProxyUrls, CredentialError> {
     Ok(ProxyUrls {
         http_proxy: url.into(),
@@ -126,6 +134,9 @@ struct World {
     probe_image: Option<String>,
     probe: Option<ProbeRun>,
     unix_now: u64,
+    /// The trust sources as the executor read them (`spec.trust`).
+    trust: Option<Vec<SourceRead>>,
+    root_set: crate::trust::RootSet,
 }
 
 impl World {
@@ -150,6 +161,11 @@ impl World {
             probe_image: Some(PROBE_IMAGE.into()),
             probe: None,
             unix_now: 1_800_000_000,
+            trust: None,
+            root_set: crate::trust::RootSet {
+                name: "test roots".into(),
+                certs: Vec::new(),
+            },
         }
     }
 
@@ -193,6 +209,8 @@ impl World {
             denied: self.denied.as_deref(),
             cluster: &self.cluster,
             slots: slots.as_deref(),
+            trust: self.trust.as_deref(),
+            root_set: &self.root_set,
             pods: self.pods.as_ref(),
             secret: &self.secret,
             config_map: &self.config_map,
@@ -273,7 +291,10 @@ fn written(t: &PodTemplateSpec, w: &Write) -> PodTemplateSpec {
         None => &spec["template"],
     };
     let ann = &mut out["metadata"]["annotations"];
-    for key in [CONFIG_HASH, CREDENTIAL_SLOT] {
+    for key in [CONFIG_HASH, CREDENTIAL_SLOT, TRUST_BUNDLE] {
+        if key == TRUST_BUNDLE && tpl["metadata"]["annotations"].get(key).is_none() {
+            continue;
+        }
         let value = tpl["metadata"]["annotations"][key].clone();
         if value.is_null() {
             if let Some(a) = ann.as_object_mut() {
@@ -290,9 +311,27 @@ fn written(t: &PodTemplateSpec, w: &Write) -> PodTemplateSpec {
             for e in c["env"].as_array().into_iter().flatten() {
                 set_env(target, e);
             }
+            for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                set_item(target, "volumeMounts", "mountPath", m);
+            }
         }
     }
+    for v in tpl["spec"]["volumes"].as_array().into_iter().flatten() {
+        set_item(&mut out["spec"], "volumes", "name", v);
+    }
     serde_json::from_value(out).expect("template")
+}
+
+/// Replaces (or with `$patch: delete` removes) the item of `list` with the same `key`.
+fn set_item(parent: &mut Value, list: &str, key: &str, item: &Value) {
+    if !parent[list].is_array() {
+        parent[list] = json!([]);
+    }
+    let items = parent[list].as_array_mut().expect("list");
+    items.retain(|x| x[key] != item[key]);
+    if item["$patch"] != "delete" {
+        items.push(item.clone());
+    }
 }
 
 fn set_env(container: &mut Value, e: &Value) {
@@ -373,10 +412,7 @@ fn a_new_policy_writes_its_managed_objects_then_injects() {
         ]
     );
     assert_eq!(secret.0["hash-key"].0, KEY.to_vec());
-    assert_eq!(
-        p.config_map,
-        Change::Create(BTreeMap::from([("NO_PROXY".into(), NO_PROXY.into())]))
-    );
+    assert_eq!(p.config_map, Change::Create(no_proxy_data(NO_PROXY)));
     assert_eq!(ids(&p), ["Deployment/api"]);
     let Write::Apply(body) = &p.writes[0].write else {
         panic!("server-side apply")
@@ -518,7 +554,7 @@ fn lookups_and_credential_reads_happen_only_when_they_can_matter() {
     let mut bad = w.slots().expect("slots");
     bad[0].urls = Err(unavailable("x/y"));
     assert!(!needs_lookup(Some(&bad), &unknown));
-    let known = observed(ConfigMapData::new(), ObjectMeta::default());
+    let known = observed(ConfigMapData::default(), ObjectMeta::default());
     assert!(!needs_lookup(w.slots().as_deref(), &known));
     assert!(needs_credentials(&w.policy, true, &w.cluster));
     assert!(
@@ -1338,7 +1374,7 @@ fn a_node_joining_re_renders_once_and_rolls_every_workload() {
     // Both nodes' pod CIDRs, aggregated (no cluster-wide pod network is known); the node
     // subnet 192.168.1.0/24 covers both addresses.
     assert_eq!(
-        cm["NO_PROXY"],
+        cm.data["NO_PROXY"],
         "cluster.corp,cluster.corp.,localhost,localhost.,svc,svc.,10.42.0.0/23,10.43.0.0/16,127.0.0.1,192.168.1.0/24,::1"
     );
     assert_eq!(ids(&p), ["Deployment/api"]);
@@ -1402,10 +1438,7 @@ fn everything_direct_is_written_where_the_dialect_can_say_it_and_refused_elsewhe
     );
     w.policy.spec.no_proxy.dialect = crate::noproxy::Dialect::Go;
     let p = w.plan();
-    assert_eq!(
-        p.config_map,
-        Change::Apply(BTreeMap::from([("NO_PROXY".into(), "*".into())]))
-    );
+    assert_eq!(p.config_map, Change::Apply(no_proxy_data("*")));
 }
 
 #[test]
@@ -2431,3 +2464,6 @@ fn a_java_policy_appends_its_options_and_sets_the_variables_as_portable() {
     w.credentials = Some(urls("https://proxy.corp.example:3129"));
     assert_blocked(&w, reason::INVALID_PROXY_URL, "dialect java");
 }
+
+#[path = "trust_tests.rs"]
+mod trust_tests;

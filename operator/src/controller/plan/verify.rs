@@ -215,6 +215,9 @@ pub struct ProbeEnv<'a> {
     pub no_proxy: &'a str,
     /// `java`: the options a workload's `JAVA_TOOL_OPTIONS` gets.
     pub java_options: Option<&'a str>,
+    /// `spec.trust`: the managed ConfigMap's trust files, mounted as in the workloads; the
+    /// probe trusts the bundle (`SSL_CERT_FILE`) instead of the image's roots.
+    pub trust_files: Option<&'a [String]>,
 }
 
 /// The probe Job for a run: the operator's image running `probe` with the environment a
@@ -279,11 +282,15 @@ fn pod_spec(i: &Inputs, w: &Wanted, values: &ProbeEnv, image: &str) -> PodSpec {
             }),
             ..Default::default()
         }),
+        volumes: values
+            .trust_files
+            .map(|f| vec![workloads::trust_volume(&own_names(i.policy), f)]),
         containers: vec![Container {
             name: "probe".into(),
             image: Some(image.to_owned()),
             args: Some(args),
             env: Some(probe_env(i, w, values)),
+            volume_mounts: values.trust_files.map(|_| vec![workloads::trust_mount()]),
             resources: Some(resources()),
             security_context: Some(SecurityContext {
                 allow_privilege_escalation: Some(false),
@@ -325,6 +332,17 @@ fn probe_env(i: &Inputs, w: &Wanted, values: &ProbeEnv) -> Vec<EnvVar> {
         env.push(EnvVar {
             name: workloads::JAVA_OPTIONS.into(),
             value: Some(options.to_owned()),
+            value_from: None,
+        });
+    }
+    if values.trust_files.is_some() {
+        env.push(EnvVar {
+            name: "SSL_CERT_FILE".into(),
+            value: Some(format!(
+                "{}/{}",
+                workloads::TRUST_DIR,
+                crate::trust::BUNDLE_KEY
+            )),
             value_from: None,
         });
     }
