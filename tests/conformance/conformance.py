@@ -32,6 +32,8 @@ import tomllib
 import urllib.parse
 from pathlib import Path
 
+import trust
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / ".work"
 OUT = HERE / "out"
@@ -1057,6 +1059,9 @@ def run_inner(args) -> int:
             r.close()
         print(f"  ran render checks in {time.monotonic() - t_r:.1f}s", flush=True)
 
+    # ---- trust part (trust.py): a real intercepting proxy, the rendered variables and files
+    trust_results, trust_obs, trust_lines = run_trust(args, clients, engine)
+
     server.stop = True
     elapsed = time.monotonic() - t_start
 
@@ -1069,6 +1074,8 @@ def run_inner(args) -> int:
         "hosts": "every host name in the table resolves to 198.18.0.0/24 (never loopback) except localhost",
         "observations": observations,
         "render": render_results,
+        "trust": trust_results,
+        "trust_observed": trust_obs,
     }
     if args.case or args.client:
         path = OUT / "observed.partial.json"
@@ -1122,6 +1129,7 @@ def run_inner(args) -> int:
             f"JAVA HttpClient (default builder, recorded, not counted) DIFFERS FROM THE ENGINE ({len(hc_notes)}):"
         )
         lines += hc_notes
+    lines += trust_lines
     report = "\n".join(lines) + "\n"
     report_path = OUT / ("report.partial.txt" if (args.case or args.client) else "report.txt")
     if engine is not None:
@@ -1154,19 +1162,66 @@ def run_inner(args) -> int:
         print(f"{len(hc_notes)} java HttpClient observations differ from the engine (not counted; all in {report_path}):")
         for d in hc_notes[:5]:
             print(d)
+    if trust_lines:
+        print("\n".join(x for x in trust_lines if not x.startswith(("[trust ", "    "))))
     print(f"observations: {path}")
     print(f"elapsed: {elapsed:.1f}s")
     # the credentials check needs no engine: it counts in both modes (one per auth case and client)
     auth_pass = sum(s["auth_pass"] for s in stats.values())
     auth_fail = sum(s["auth_fail"] for s in stats.values())
+    # trust checks: one pass per agreeing check; false trust, false distrust and other fail
+    trust_pass = sum(1 for r in trust_results if r["result"] == "agree")
+    trust_fail = len(trust_results) - trust_pass
     if engine is None:
         n = len(observations)
         print(f"{n + auth_pass} passed, {len(harness_errors) + auth_fail} failed")
         return 1 if harness_errors or auth_fail else 0
-    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] for s in rstats.values()) + auth_pass
-    failed = sum(s["disagree"] for s in stats.values()) + sum(s["false_direct"] + s["wrong_proxy"] + s["other"] for s in rstats.values()) + len(harness_errors) + auth_fail
+    passed = sum(s["agree"] for s in stats.values()) + sum(s["pass"] for s in rstats.values()) + auth_pass + trust_pass
+    failed = sum(s["disagree"] for s in stats.values()) + sum(s["false_direct"] + s["wrong_proxy"] + s["other"] for s in rstats.values()) + len(harness_errors) + auth_fail + trust_fail
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def run_trust(args, clients: list[str], engine) -> tuple[list[dict], list[dict], list[str]]:
+    """The trust section (see trust.py and README "Trust"): the checks against `render trust`
+    (with the engine), the observation of what each client reads (--observe-only,
+    --trust-observe). -> (check results, observations, report lines)."""
+    dialects = [d for d in clients if d != JAVA_CLIENT] + ["portable"] + ([JAVA_CLIENT] if JAVA_CLIENT in clients else [])
+    if args.case:
+        dialects = [d for d in dialects if any(s in f"trust/{d}/" for s in args.case)]
+    observe = engine is None or args.trust_observe
+    if args.no_trust or not dialects or not shutil.which("mitmdump"):
+        if not args.no_trust and dialects:
+            return [], [], ["HARNESS ERROR: trust: mitmdump not installed (run.sh installs mitmproxy)"]
+        return [], [], []
+    t0 = time.monotonic()
+    tclients = trust.client_names(clients)
+    setup = trust.Setup()
+    lines = ["", f"TRUST (intercepting proxy {trust.mitm_version()}; setup {setup.elapsed:.1f}s; "
+             f"public test root added to: {'; '.join(setup.overlay)})"]
+    results, obs = [], []
+    try:
+        if observe:
+            t_o = time.monotonic()
+            obs, olines = trust.observe(tclients, setup.pki)
+            lines += ["What each client reads (variable -> the corporate CA alone; adds = the default store kept):"]
+            lines += ["  " + x for x in olines]
+            print(f"  ran trust observation in {time.monotonic() - t_o:.1f}s", flush=True)
+        if engine is not None:
+            cmd = shlex.split(args.engine)
+            t_c = time.monotonic()
+            results = trust.run_checks(cmd, dialects, tclients, setup.pki)
+            print(f"  ran {len(results)} trust checks in {time.monotonic() - t_c:.1f}s", flush=True)
+            lines += ["Trust checks (render trust per dialect; proxied / public (kept root) / unrelated origin):"]
+            lines += ["  " + x for x in trust.table(results)]
+            lines.append(trust.summary(results))
+            fails = trust.failures(results)
+            lines.append(f"TRUST FAILURES ({len(fails)}):")
+            lines += fails
+    finally:
+        setup.stop()
+    lines.append(f"trust section: {time.monotonic() - t0:.1f}s")
+    return results, obs, lines
 
 
 JVM_OPTION_VARS = (JAVA_TOOL_OPTIONS, "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_OPTS")
@@ -1334,7 +1389,7 @@ def run_outer(args) -> int:
         return 2
     cases, renders = load_table(HERE / "cases.toml")
     names = all_hostnames(cases, renders)
-    if len(names) > 250:
+    if len(names) + len(trust.HOSTS) > 240:
         raise SystemExit("too many host names for 198.18.0.0/24")
     remove_stale_namespaces()
     ns = f"epoconf{os.getpid()}"
@@ -1342,6 +1397,9 @@ def run_outer(args) -> int:
     hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
     for i, n in enumerate(names, start=10):
         hosts.append(f"198.18.0.{i} {n} {n}.")
+    # the trust section's HTTPS origins (trust.py), like every other name: never loopback
+    for i, n in enumerate(trust.HOSTS, start=10 + len(names)):
+        hosts.append(f"198.18.0.{i} {n}")
     # The machine's own name, as on any host: the JDK connects to 0.0.0.0 / [::] by looking
     # it up (InetAddress.getLocalHost()); without it that lookup fails inside the namespace.
     me = socket.gethostname()
@@ -1391,6 +1449,12 @@ def main() -> int:
     )
     ap.add_argument(
         "--java-all", action="store_true", help="run java on every case, not only the java ones and a sample (+~1 min)"
+    )
+    ap.add_argument("--no-trust", action="store_true", help="skip the trust section")
+    ap.add_argument(
+        "--trust-observe",
+        action="store_true",
+        help="also measure which CA variable each client reads (always done with --observe-only)",
     )
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # NO_PROXY conformance: installs the real HTTP clients from the package registries,
 # builds the operator, and runs the case table through every client inside a private
-# network namespace (nothing leaves the machine). Exits non-zero on any disagreement
-# between a real client and `egress-proxy-operator explain` / `render-no-proxy`.
+# network namespace (nothing leaves the machine); then the trust section (trust.py): the
+# clients with `render trust`'s variables through a real TLS-intercepting proxy (mitmproxy).
+# Exits non-zero on any disagreement between a real client and `egress-proxy-operator
+# explain` / `render-no-proxy` / `render trust`.
 #
 #   bash tests/conformance/run.sh [--observe-only] [--client NAME] [--case ID-SUBSTRING]
 #
@@ -39,6 +41,9 @@ command -v python3 >/dev/null || need_apt+=(python3)
 # the JDK (javac), not only the JRE: the probe is compiled once (see below)
 JDK=/usr/lib/jvm/java-17-openjdk-amd64
 [ -x "$JDK/bin/javac" ] || need_apt+=(openjdk-17-jdk-headless)
+# the trust section's TLS-intercepting proxy (mitmdump) and the test PKI (openssl CLI)
+command -v mitmdump >/dev/null || need_apt+=(mitmproxy)
+command -v openssl >/dev/null || need_apt+=(openssl)
 if ((${#need_apt[@]})); then
   log "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -119,6 +124,7 @@ echo "  node:     $(node --version)"
 (cd "$HERE/node" && npm ls --depth=0 2>/dev/null | tail -n +2 | grep . | sed 's/^/  npm:     /')
 echo "  ruby:     $(ruby --version)"
 echo "  java:     $("$JDK/bin/java" -version 2>&1 | grep -m1 'Runtime Environment')"
+echo "  mitmproxy: $(mitmdump --version 2>/dev/null | head -1)"
 echo "  reqwest:  $(grep -A1 '^name = "reqwest"$' "$HERE/reqwest-probe/Cargo.lock" | tail -1)"
 echo "  prep:     $(($(date +%s) - T0))s"
 

@@ -2,7 +2,7 @@
 // no proxy variable, only system properties, and the environment reaches those through
 // JAVA_TOOL_OPTIONS, which HotSpot reads once, at JVM start.
 //
-//   java -cp DIR Probe URL [--httpclient]   one real request (and a second one, see 2.)
+//   java -cp DIR Probe URL [--httpclient] [--verify]   one real request (and a second one, see 2.)
 //   java -cp DIR Probe -version             {"version": ...}
 //
 // 1. `new URL(url).openConnection()` (HttpURLConnection / HttpsURLConnection with the
@@ -17,6 +17,8 @@
 //
 // TLS: the probe trusts any certificate (as curl -k does); the harness's direct listener
 // closes a TLS connection after the ClientHello anyway, so only the route matters.
+// With --verify (the trust checks) both clients keep the JDK's defaults: the default
+// SSLContext (javax.net.ssl.trustStore* properties, else cacerts) and hostname verification.
 import java.io.BufferedReader;
 import java.io.InputStream;
 import java.io.InputStreamReader;
@@ -78,10 +80,11 @@ public class Probe {
             return;
         }
         String url = args[0];
-        boolean withHttpClient = args.length > 1 && args[1].equals("--httpclient");
+        java.util.List<String> flags = java.util.Arrays.asList(args).subList(1, args.length);
+        boolean withHttpClient = flags.contains("--httpclient");
         SSLContext ctx0 = null;
         try {
-            ctx0 = trustAll();
+            if (!flags.contains("--verify")) ctx0 = trustAll();
         } catch (Exception e) {
             // the route is still observed; only a TLS handshake would differ
         }

@@ -1,5 +1,5 @@
 // Node.js client probe for the NO_PROXY conformance harness.
-// Usage: node probe.js axios|proxy-from-env|undici
+// Usage: node probe.js axios|proxy-from-env|undici [verify]
 //        (jobs as JSON lines on stdin: {"id","url","env"})
 // The process starts with no proxy variables; before each job the previous job's
 // variables are removed and the job's set.
@@ -13,6 +13,8 @@
 //          from the proxy URL's credentials). The answer is reported as "pfe".
 //  undici: a new EnvHttpProxyAgent per job (it reads the environment when built),
 //          undici.request(url, {dispatcher}).
+// Certificates are not checked, except with `verify` (the trust checks): then node's
+// defaults (its bundled roots plus NODE_EXTRA_CA_CERTS, read at start).
 'use strict';
 const readline = require('readline');
 const fs = require('fs');
@@ -22,6 +24,9 @@ const mode = process.argv[2];
 const ver = (p) => JSON.parse(fs.readFileSync(path.join(__dirname, 'node_modules', p, 'package.json'))).version;
 
 const TIMEOUT = 3000;
+const VERIFY = process.argv[3] === 'verify';
+// TLS options: none with `verify` (node's defaults), otherwise accept any certificate
+const tlsOpts = VERIFY ? {} : { rejectUnauthorized: false };
 
 // Resolves with the status code of `req`'s answer (or of a CONNECT), rejects on error/timeout.
 function settle(req, connect) {
@@ -39,7 +44,26 @@ function settle(req, connect) {
 function direct(url) {
   const u = new URL(url);
   const mod = u.protocol === 'https:' ? require('https') : require('http');
-  return settle(mod.request(u, { method: 'GET', agent: false, rejectUnauthorized: false }), false);
+  return settle(mod.request(u, { method: 'GET', agent: false, ...tlsOpts }), false);
+}
+
+// `verify` (trust checks): after the CONNECT, TLS to the origin through the tunnel (node's
+// defaults verify its certificate) and a GET, as https-proxy-agent does; the GET's status.
+function throughTunnel(connect, u) {
+  return new Promise((resolve, reject) => {
+    connect.setTimeout(TIMEOUT, () => connect.destroy(new Error(`timeout after ${TIMEOUT} ms`)));
+    connect.on('error', reject);
+    connect.on('connect', (res, socket) => {
+      if (res.statusCode !== 200) { socket.destroy(); reject(new Error(`CONNECT answered ${res.statusCode}`)); return; }
+      const servername = u.hostname.replace(/^\[|\]$/g, '');
+      // an agent whose only connection is the tunnel (with `agent: false` node would dial the origin)
+      const agent = new (require('https').Agent)();
+      agent.createConnection = () => require('tls').connect({ socket, servername });
+      const req = require('https').request(u, { method: 'GET', agent });
+      settle(req, false).then(resolve, reject);
+    });
+    connect.end();
+  });
 }
 
 function viaProxy(url, proxy) {
@@ -58,12 +82,14 @@ function viaProxy(url, proxy) {
     host: p.hostname.replace(/^\[|\]$/g, ''),
     port: p.port || (p.protocol === 'https:' ? 443 : 80),
     agent: false,
-    rejectUnauthorized: false,
+    ...tlsOpts,
     headers,
   };
   if (u.protocol === 'https:') {
     const target = `${u.hostname}:${u.port || 443}`;
-    return settle(mod.request({ ...opts, method: 'CONNECT', path: target, headers: { ...headers, Host: target } }), true);
+    const connect = mod.request({ ...opts, method: 'CONNECT', path: target, headers: { ...headers, Host: target } });
+    if (VERIFY) return throughTunnel(connect, u);
+    return settle(connect, true);
   }
   return settle(mod.request({ ...opts, method: 'GET', path: url, headers: { ...headers, Host: u.host } }), false);
 }
@@ -93,7 +119,7 @@ async function main() {
     const undici = require('undici');
     version = ver('undici');
     one = async (url) => {
-      const agent = new undici.EnvHttpProxyAgent({ connect: { rejectUnauthorized: false, timeout: 3000 } });
+      const agent = new undici.EnvHttpProxyAgent({ connect: { ...tlsOpts, timeout: 3000 } });
       try {
         const r = await undici.request(url, {
           dispatcher: agent, headersTimeout: 3000, bodyTimeout: 3000, maxRedirections: 0,
@@ -129,5 +155,7 @@ async function main() {
     }
     process.stdout.write(JSON.stringify(out) + '\n');
   }
+  // `verify` runs one job per process: a kept-alive TLS socket must not keep it running
+  if (VERIFY) process.exit(0);
 }
 main().catch((e) => { process.stderr.write(String(e && e.stack || e) + '\n'); process.exit(2); });

@@ -1,10 +1,12 @@
 """Python client probe for the NO_PROXY conformance harness.
 
-Usage: probe.py urllib|requests|httpx   (jobs as JSON lines on stdin)
+Usage: probe.py urllib|requests|httpx [verify]   (jobs as JSON lines on stdin)
 Each job is {"id","url","env":{...}}. The process starts with no proxy variables;
 before each job the variables of the previous job are removed and the job's set,
 then one real request is made with the library's defaults (proxies from the
 environment). One JSON line per job is written: {"id","ok","status","error"}.
+Certificates are not checked, except with `verify` (the trust checks): then each library
+verifies with its defaults (its own default CA store and the variables it reads).
 """
 import json
 import os
@@ -12,6 +14,7 @@ import ssl
 import sys
 
 MODE = sys.argv[1]
+VERIFY = sys.argv[2:] == ["verify"]
 TIMEOUT = 3
 
 if MODE == "requests":
@@ -37,6 +40,8 @@ _CTX = None
 
 def one(url):
     global _CTX
+    if VERIFY:
+        return one_verified(url)
     if MODE == "urllib":
         if _CTX is None:
             _CTX = ssl.create_default_context()
@@ -53,6 +58,17 @@ def one(url):
         return r.status_code
     # httpx reads the environment when the Client is created: one Client per case.
     with httpx.Client(timeout=TIMEOUT, verify=False) as c:
+        return c.get(url).status_code
+
+
+def one_verified(url):
+    """The library's defaults: urlopen's context, requests' and httpx' verify=True."""
+    if MODE == "urllib":
+        with urllib.request.build_opener().open(url, timeout=TIMEOUT) as r:
+            return r.status
+    if MODE == "requests":
+        return requests.get(url, timeout=TIMEOUT, allow_redirects=False).status_code
+    with httpx.Client(timeout=TIMEOUT) as c:
         return c.get(url).status_code
 
 

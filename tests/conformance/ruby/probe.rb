@@ -3,11 +3,14 @@
 # variables. Each job makes one real request with Net::HTTP's default proxy setting
 # (p_addr = :ENV, i.e. URI::Generic#find_proxy as Net::HTTP calls it), and also
 # reports what URI(url).find_proxy says for the URL itself ("find_proxy").
+# Certificates are not checked, except with the argument `verify` (the trust checks): then
+# Net::HTTP's default (VERIFY_PEER, OpenSSL's default paths and SSL_CERT_FILE/SSL_CERT_DIR).
 require 'json'
 require 'net/http'
 require 'openssl'
 require 'uri'
 
+VERIFY = ARGV == ['verify']
 $stdout.sync = true
 $stderr.reopen(File::NULL) # Net::HTTP warns about HTTP_PROXY on stderr
 puts({ version: RUBY_VERSION }.to_json)
@@ -29,7 +32,7 @@ $stdin.each_line do |line|
     uri = URI(job['url'])
     http = Net::HTTP.new(uri.hostname, uri.port)
     http.use_ssl = (uri.scheme == 'https')
-    http.verify_mode = OpenSSL::SSL::VERIFY_NONE
+    http.verify_mode = OpenSSL::SSL::VERIFY_NONE unless VERIFY
     http.open_timeout = 3
     http.read_timeout = 3
     http.ssl_timeout = 3
