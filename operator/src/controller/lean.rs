@@ -20,6 +20,7 @@ use kube::Resource;
 use serde_json::{Map, Value, json};
 
 use crate::api::WorkloadKind;
+use crate::trust::{BUNDLE_KEY, TRUSTSTORE_KEY};
 use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, OWNED_VARS, TRUST_DIR, VOLUME};
 
 /// What the object's metadata keeps.
@@ -185,6 +186,43 @@ pub fn strip<K: Resource>(o: &mut K) {
     }
 }
 
+/// A cached managed ConfigMap: [`strip`], and the trust bundle and truststore replaced by
+/// their digests ([`digest_text`], [`digest_bytes`]): at hundreds of KB each they would be
+/// most of the cache, and the plan only asks whether they changed.
+pub fn managed_config_map(c: &mut k8s_openapi::api::core::v1::ConfigMap) {
+    strip(c);
+    if let Some(v) = c.data.as_mut().and_then(|d| d.get_mut(BUNDLE_KEY)) {
+        *v = digest_text(v);
+    }
+    if let Some(v) = c
+        .binary_data
+        .as_mut()
+        .and_then(|d| d.get_mut(TRUSTSTORE_KEY))
+    {
+        v.0 = digest_bytes(&v.0);
+    }
+}
+
+/// `sha256:<hex>` of a text value; a digest stays as it is.
+pub fn digest_text(v: &str) -> String {
+    if v.starts_with(DIGEST) {
+        return v.to_owned();
+    }
+    let d = ring::digest::digest(&ring::digest::SHA256, v.as_bytes());
+    format!("{DIGEST}{}", crate::credentials::hex(d.as_ref()))
+}
+
+/// [`digest_text`] for binary values.
+pub fn digest_bytes(v: &[u8]) -> Vec<u8> {
+    if v.starts_with(DIGEST.as_bytes()) {
+        return v.to_vec();
+    }
+    let d = ring::digest::digest(&ring::digest::SHA256, v);
+    format!("{DIGEST}{}", crate::credentials::hex(d.as_ref())).into_bytes()
+}
+
+const DIGEST: &str = "sha256:";
+
 /// Where the pod template's fields sit in managedFields.
 pub(super) fn template_fields(kind: WorkloadKind) -> &'static str {
     match kind {
@@ -344,5 +382,27 @@ pub(crate) mod tests {
         same_decisions::<StatefulSet>("StatefulSet");
         same_decisions::<DaemonSet>("DaemonSet");
         same_decisions::<CronJob>("CronJob");
+    }
+
+    #[test]
+    fn a_cached_managed_config_map_keeps_digests_of_the_bundle_and_truststore() {
+        let mut c: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "egress-proxy-corp", "managedFields": [{"manager": "x"}]},
+            "data": {"NO_PROXY": ".svc", "ca-bundle.crt": "PEM", "SSL_CERT_FILE": "/p"},
+            "binaryData": {"truststore.p12": "AAEC"},
+        }))
+        .expect("ConfigMap");
+        managed_config_map(&mut c);
+        let data = c.data.clone().expect("data");
+        assert_eq!(data["NO_PROXY"], ".svc");
+        assert_eq!(data["SSL_CERT_FILE"], "/p");
+        assert_eq!(data["ca-bundle.crt"], digest_text("PEM"));
+        assert!(data["ca-bundle.crt"].starts_with("sha256:") && data["ca-bundle.crt"].len() == 71);
+        let binary = c.binary_data.clone().expect("binary");
+        assert_eq!(binary["truststore.p12"].0, digest_bytes(&[0, 1, 2]));
+        assert_eq!(c.metadata.managed_fields, None);
+        let again = c.clone();
+        managed_config_map(&mut c);
+        assert_eq!(c, again, "digesting twice changes nothing");
     }
 }

@@ -754,7 +754,7 @@ impl Executor {
         let key = self.key_managed();
         self.ctx
             .recent
-            .wrote_config_map(key, cached, after, data.clone());
+            .wrote_config_map(key, cached, after, data.digested());
         Ok(())
     }
 

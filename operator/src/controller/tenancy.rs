@@ -182,7 +182,7 @@ impl Tenancy {
                 wake_namespace(&routes, &ns);
             }
         };
-        cache_with((tasks, &self.metrics), events, strip, on_event, on_error)
+        cache_with((tasks, &self.metrics), events, K::keep, on_event, on_error)
     }
 
     /// Watches the source object `ns/name` of `kind` (metadata only, by name) unless it
@@ -300,6 +300,10 @@ trait Remembered:
 {
     fn relisted(recent: &Recent, ns: &str, since: std::time::Instant);
     fn saw(recent: &Recent, key: &Key, seen: super::recent::Seen);
+    /// What the cache keeps of an object.
+    fn keep(o: &mut Self) {
+        strip(o);
+    }
 }
 
 impl Remembered for Secret {
@@ -317,5 +321,8 @@ impl Remembered for ConfigMap {
     }
     fn saw(recent: &Recent, key: &Key, seen: super::recent::Seen) {
         recent.saw_config_map(key, seen);
+    }
+    fn keep(o: &mut Self) {
+        super::lean::managed_config_map(o);
     }
 }

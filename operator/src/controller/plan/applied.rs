@@ -175,7 +175,14 @@ pub(super) fn plan(
         let cm = config_map_data(&applied);
         let exists = i.config_map.meta.is_some() || i.config_map.data.is_some();
         if open || !exists {
-            plan.config_map = change(i.policy, &i.config_map.meta, &i.config_map.data, cm);
+            // Compared as digests: the cache keeps the bundle's digest only.
+            let known = i.config_map.data.as_ref().map(ConfigMapData::digested);
+            plan.config_map = match change(i.policy, &i.config_map.meta, &known, cm.digested()) {
+                Change::Create(_) => Change::Create(cm),
+                Change::Apply(_) => Change::Apply(cm),
+                Change::Keep => Change::Keep,
+                Change::Delete => Change::Delete,
+            };
         }
         if applied.slots.decision.may_write && open {
             plan.writes = budgeted(i, &applied, injections);

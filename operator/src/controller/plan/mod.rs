@@ -75,6 +75,21 @@ impl fmt::Debug for ConfigMapData {
 }
 
 impl ConfigMapData {
+    /// The data with the trust bundle and truststore as their digests, as the cache keeps
+    /// them: what is compared to tell whether the ConfigMap must be written.
+    pub fn digested(&self) -> ConfigMapData {
+        use crate::controller::lean::{digest_bytes, digest_text};
+        use crate::trust::{BUNDLE_KEY, TRUSTSTORE_KEY};
+        let mut out = self.clone();
+        if let Some(v) = out.data.get_mut(BUNDLE_KEY) {
+            *v = digest_text(v);
+        }
+        if let Some(v) = out.binary.get_mut(TRUSTSTORE_KEY) {
+            v.0 = digest_bytes(&v.0);
+        }
+        out
+    }
+
     /// The data of a ConfigMap as read.
     pub fn of(
         data: Option<BTreeMap<String, String>>,

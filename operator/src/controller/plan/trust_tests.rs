@@ -319,3 +319,31 @@ fn trust_taken_out_of_the_spec_leaves_the_workloads_and_the_config_map() {
             .any(|c| c.type_ == TRUST_EXPIRING)
     );
 }
+
+#[test]
+fn the_cached_digests_of_the_bundle_and_truststore_are_enough_to_write_nothing() {
+    let mut w = trusting(
+        json!({"noProxy": {"dialect": "java"}}),
+        vec![ca("Corp CA", (2030, 1, 1))],
+    );
+    settle_all(&mut w);
+    let full = config_map(&w);
+    let digested = full.digested();
+    assert!(digested.data["ca-bundle.crt"].starts_with("sha256:"));
+    assert!(digested.binary["truststore.p12"].0.starts_with(b"sha256:"));
+    assert_eq!(digested.data["NO_PROXY"], full.data["NO_PROXY"]);
+    assert_eq!(digested.digested(), digested, "a digest stays a digest");
+    w.config_map.data = Some(digested);
+    let p = w.plan();
+    assert_eq!(p.config_map, Change::Keep);
+    assert!(p.writes.is_empty());
+    // Another CA: the digest differs, the full bundle is written.
+    w.trust = Some(vec![SourceRead {
+        shown: SHOWN.into(),
+        certs: Ok(vec![ca("Corp CA 2", (2030, 1, 1))]),
+    }]);
+    let Change::Apply(cm) = w.plan().config_map else {
+        panic!("the new bundle is written")
+    };
+    assert!(cm.data["ca-bundle.crt"].starts_with("-----BEGIN CERTIFICATE-----"));
+}
