@@ -5,6 +5,7 @@
 
 mod cached;
 mod conditions;
+mod ctx;
 mod errors;
 mod lean;
 mod objects;
@@ -33,8 +34,8 @@ use tokio::task::JoinSet;
 
 pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
 pub use crate::discovery::{Overrides, PlatformSource};
+pub use ctx::Ctx;
 pub use errors::{Category, Error, describe, describe_watch};
-pub use watches::Ctx;
 
 use cached::Cached;
 
@@ -156,7 +157,7 @@ pub async fn run(
         scopes.iter().map(|_| mpsc::unbounded::<()>()).unzip();
     let disabled = &settings.overrides.disabled_sources;
     let wide = settings.namespaces.is_empty();
-    let discovery = watches::discovery(
+    let discovery = ctx::discovery(
         &mut tasks,
         &settings.metrics,
         &client,
@@ -228,7 +229,7 @@ type Stop = Shared<futures::future::BoxFuture<'static, ()>>;
 struct Scope<'a> {
     client: &'a Client,
     settings: &'a Settings,
-    discovery: &'a watches::Discovery,
+    discovery: &'a ctx::Discovery,
     recent: &'a Arc<Recent>,
     tenancy: &'a Arc<tenancy::Tenancy>,
 }
@@ -276,7 +277,7 @@ impl Scope<'_> {
             triggers,
             changes,
         } = parts;
-        let mut w = watches::Wiring {
+        let mut w = ctx::Wiring {
             tasks,
             client: self.client,
             scope: &scope,

@@ -1,4 +1,6 @@
-//! The caches one controller reads and the triggers that wake its policies.
+//! The watch toolkit: how one cache is driven and which policies a change wakes. A leaf:
+//! the context that holds the caches (`ctx.rs`), the per-namespace caches (`tenancy.rs`) and
+//! the platforms' caches (`platform.rs`) are built with it.
 //!
 //! Each cache is a kube-runtime reflector driven by its own task in the caller's `JoinSet`
 //! (so the caches fill before the first reconcile, and stop with `run`), and every change it
@@ -7,35 +9,22 @@
 //! a Namespace leaving the opt-in selector, a deleted managed Secret or a removed Node must
 //! wake the policies at once.
 
-use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::ServiceCIDR;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::cached::Cached;
-use super::objects::{self, Workload, strip};
-use super::platform::{self, PlatformCaches};
-use super::recent::{Recent, Seen};
-use super::tenancy::Tenancy;
-use super::{Settings, errors};
+use super::errors;
+use super::recent::Seen;
 use crate::api::EgressProxyPolicy;
 use crate::credentials::{MANAGED_BY, MANAGED_BY_LABEL, POLICY_LABEL};
-use crate::discovery::{ClusterInputs, PlatformSource};
 use crate::metrics::Metrics;
 
 /// Sends a policy to the controller's queue.
@@ -44,112 +33,9 @@ pub(super) type Trigger = mpsc::UnboundedSender<ObjectRef<EgressProxyPolicy>>;
 /// One controller's policies and its queue.
 pub(super) type Route = (Store<EgressProxyPolicy>, Trigger);
 
-/// Caches and clients shared by every reconcile of one controller.
-pub struct Ctx {
-    pub(crate) client: Client,
-    pub(crate) settings: Settings,
-    pub(crate) base_inputs: ClusterInputs,
-    pub(crate) policies: Store<EgressProxyPolicy>,
-    pub(crate) deployments: Store<Cached<Deployment>>,
-    pub(crate) statefulsets: Store<Cached<StatefulSet>>,
-    pub(crate) daemonsets: Store<Cached<DaemonSet>>,
-    pub(crate) cronjobs: Store<Cached<CronJob>>,
-    /// Admitted namespaces (label-selected watch); unused with an explicit list.
-    pub(crate) namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
-    /// The managed Secrets and ConfigMaps of each namespace, and source Secret wake-ups.
-    pub(crate) tenancy: Arc<Tenancy>,
-    pub(crate) discovery: Discovery,
-    pub(crate) recent: Arc<Recent>,
-}
-
-/// The cluster-scoped caches discovery reads, shared by every controller.
-#[derive(Clone)]
-pub(crate) struct Discovery {
-    pub(crate) nodes: Store<Node>,
-    pub(crate) services: Store<Service>,
-    pub(crate) slices: Store<EndpointSlice>,
-    pub(crate) service_cidrs: Store<ServiceCIDR>,
-    /// kube-system ConfigMaps discovery reads, one single-object cache per name.
-    pub(crate) config_maps: Vec<Store<ConfigMap>>,
-    /// Distributions' and network plugins' sources.
-    pub(crate) platform: PlatformCaches,
-}
-
-impl Ctx {
-    /// Whether the admin admitted this namespace.
-    pub(crate) fn admitted(&self, namespace: &str) -> bool {
-        match &self.namespaces {
-            Some(store) => store.get(&ObjectRef::new(namespace)).is_some(),
-            None => self.settings.namespaces.iter().any(|n| n == namespace),
-        }
-    }
-
-    /// How namespaces are admitted, for messages.
-    pub(crate) fn admission(&self) -> String {
-        if self.settings.namespaces.is_empty() {
-            format!("namespace selector {:?}", self.settings.namespace_selector)
-        } else {
-            format!("namespace list {:?}", self.settings.namespaces)
-        }
-    }
-
-    /// Waits until the caches hold the cluster, so the first reconcile never mistakes an
-    /// empty cache for an empty cluster. Discovery caches get `discovery_wait`: without them
-    /// (RBAC) their facts are reported as not found.
-    pub(crate) async fn wait_ready(&self) {
-        let _ = self.deployments.wait_until_ready().await;
-        let _ = self.statefulsets.wait_until_ready().await;
-        let _ = self.daemonsets.wait_until_ready().await;
-        // CronJobs came later: a namespaced install whose Roles predate them must still start.
-        let cronjobs = self.cronjobs.wait_until_ready();
-        if tokio::time::timeout(self.settings.discovery_wait, cronjobs)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "CronJobs could not be listed in time (RBAC: batch cronjobs get, list, watch, patch?); policies change no CronJob until they can"
-            );
-        }
-        if let Some(ns) = &self.namespaces {
-            let _ = ns.wait_until_ready().await;
-        }
-        let d = &self.discovery;
-        let discovery = async {
-            let _ = d.nodes.wait_until_ready().await;
-            let _ = d.services.wait_until_ready().await;
-            let _ = d.slices.wait_until_ready().await;
-            let _ = d.service_cidrs.wait_until_ready().await;
-            for s in &d.config_maps {
-                let _ = s.wait_until_ready().await;
-            }
-            d.platform.wait_ready().await;
-        };
-        if tokio::time::timeout(self.settings.discovery_wait, discovery)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "some discovery sources could not be read in time (RBAC?); their facts are reported as not found"
-            );
-        }
-    }
-}
-
 /// A watch config that tolerates a lagging API server cache.
 pub(super) fn config() -> watcher::Config {
     watcher::Config::default().any_semantic()
-}
-
-/// Workloads are listed in pages of this many: a page of real Deployments is about 1 MB of
-/// JSON, read whole before its objects are made lean, and what a peak takes the allocator
-/// keeps.
-const WORKLOAD_PAGE: u32 = 100;
-
-/// The workload caches' config: paged lists. A list at any resourceVersion is served from the
-/// API server's watch cache, which ignores `limit`: 10,000 workloads would be one body of
-/// 100 MB or more.
-fn workload_config() -> watcher::Config {
-    watcher::Config::default().page_size(WORKLOAD_PAGE)
 }
 
 /// Drives one reflector in `tasks`; `on_event` sees every watch event once the cache has
@@ -244,159 +130,6 @@ pub(super) fn seen<K: Resource>(o: &K, deleted: bool) -> Seen<'_> {
         Seen::Deleted
     } else {
         Seen::Applied(o.meta().resource_version.as_ref())
-    }
-}
-
-/// The namespaced API of `K` in this controller's scope.
-fn scoped<K>(client: &Client, scope: &Option<String>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    match scope {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// Everything one controller needs besides its policy watch.
-pub(super) struct Wiring<'a> {
-    pub tasks: &'a mut JoinSet<()>,
-    pub client: &'a Client,
-    pub scope: &'a Option<String>,
-    pub trigger: &'a Trigger,
-    pub recent: &'a Arc<Recent>,
-    pub policies: &'a Store<EgressProxyPolicy>,
-    pub metrics: &'a Arc<Metrics>,
-}
-
-impl Wiring<'_> {
-    /// A workload cache; a change wakes the policies of its namespace.
-    pub fn workloads<K>(&mut self) -> Store<K>
-    where
-        K: Workload
-            + Resource<Scope = NamespaceResourceScope>
-            + DeserializeOwned
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-    {
-        let (p, t, recent) = (
-            self.policies.clone(),
-            self.trigger.clone(),
-            self.recent.clone(),
-        );
-        let events = watcher(scoped::<K>(self.client, self.scope), workload_config());
-        let mut relist = Relist::default();
-        cache(self.tasks, self.metrics, events, K::lean, move |e| {
-            if let Some(since) = relist.done(e) {
-                recent.relisted_workloads(K::KIND, since);
-            }
-            if let Some((o, deleted)) = touched(e) {
-                if let Some(id) = objects::id_of(o, K::KIND) {
-                    recent.saw_workload(&id, seen(o, deleted));
-                }
-                wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
-            }
-        })
-    }
-
-    /// The admitted Namespaces (label-selected); entering or leaving wakes their policies.
-    pub fn namespaces(&mut self, selector: &str) -> Store<PartialObjectMeta<Namespace>> {
-        let (p, t) = (self.policies.clone(), self.trigger.clone());
-        let api = Api::<PartialObjectMeta<Namespace>>::all(self.client.clone());
-        let events = watcher(api, config().labels(selector));
-        cache(self.tasks, self.metrics, events, strip, move |e| {
-            if let Some((n, _)) = touched(e) {
-                wake(&t, policies_in(&p, &n.name_any()));
-            }
-        })
-    }
-}
-
-/// An empty cache that is ready at once: for what a namespaced install does not read.
-pub(super) fn not_read<K>() -> Store<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    let (store, mut writer) = reflector::store::<K>();
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    store
-}
-
-/// Starts the discovery caches; every change is announced on each of `changed` (one per
-/// controller), which compares the facts before waking anything. Without `cluster_wide` (a
-/// namespaced install, whose Roles hold in its namespaces only) no cluster-scoped object is
-/// watched: Nodes and ServiceCIDRs stay empty, and discovery says they were not read.
-pub(super) async fn discovery(
-    tasks: &mut JoinSet<()>,
-    metrics: &Arc<Metrics>,
-    client: &Client,
-    changed: &[mpsc::UnboundedSender<()>],
-    (disabled, cluster_wide): (&BTreeSet<PlatformSource>, bool),
-) -> Discovery {
-    let platform = platform::start(platform::Start {
-        tasks,
-        metrics,
-        client,
-        changed,
-        disabled,
-        cluster_wide,
-    })
-    .await;
-    if !cluster_wide {
-        tracing::info!(
-            "namespaced install: Nodes, ServiceCIDRs and the platforms' cluster configs are not read"
-        );
-    }
-    let c = client.clone();
-    let kubernetes = Api::<Service>::namespaced(c.clone(), "default");
-    let slices = Api::<EndpointSlice>::namespaced(c.clone(), "default");
-    let slice_config = config().labels("kubernetes.io/service-name=kubernetes");
-    let kube_system = Api::<ConfigMap>::namespaced(c.clone(), "kube-system");
-    Discovery {
-        nodes: match cluster_wide {
-            true => cache(
-                tasks,
-                metrics,
-                watcher(Api::<Node>::all(c.clone()), config()),
-                objects::strip_node,
-                ping(changed),
-            ),
-            false => not_read(),
-        },
-        services: cache(
-            tasks,
-            metrics,
-            watcher(kubernetes, by_name("kubernetes")),
-            strip,
-            ping(changed),
-        ),
-        slices: cache(
-            tasks,
-            metrics,
-            watcher(slices, slice_config),
-            strip,
-            ping(changed),
-        ),
-        service_cidrs: match cluster_wide {
-            true => cache(
-                tasks,
-                metrics,
-                watcher(Api::<ServiceCIDR>::all(c), config()),
-                strip,
-                ping(changed),
-            ),
-            false => not_read(),
-        },
-        config_maps: ["kubeadm-config", "kubelet-config", "coredns"]
-            .iter()
-            .map(|n| {
-                let events = watcher(kube_system.clone(), by_name(n));
-                cache(tasks, metrics, events, strip, ping(changed))
-            })
-            .collect(),
-        platform,
     }
 }
 
