@@ -499,3 +499,16 @@ pub async fn run(shared: Arc<Shared>, pacing: Pacing, images: Images) {
         }
     }
 }
+
+/// The kubelet's final delete of a Pod whose containers stopped.
+pub(super) fn remove_pod(store: &mut Store, ns: &str, pod: &str) {
+    if let Some(t) = target(store, "", "pods", ns, Some(pod)) {
+        let opts = api::DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        if let Err(e) = api::delete(store, &t, &opts) {
+            tracing::warn!(error = %e, "kubelet: removing a terminated Pod");
+        }
+    }
+}

@@ -243,7 +243,7 @@ pub(super) fn kubelet(store: &mut Store, ctl: &mut Ctl, ns: &str, pod: &str) {
             .and_modify(|d| *d = (*d).min(at))
             .or_insert(at);
         if Instant::now() >= due {
-            remove(store, ns, pod);
+            super::remove_pod(store, ns, pod);
         } else {
             ctl.wake_at(due, wake);
         }
@@ -277,19 +277,6 @@ pub(super) fn kubelet(store: &mut Store, ctl: &mut Ctl, ns: &str, pod: &str) {
         st["startTime"] = start.clone();
     }
     put_status(store, "", "pods", &p, st);
-}
-
-/// The kubelet's final delete of a Pod whose containers stopped.
-pub(super) fn remove(store: &mut Store, ns: &str, pod: &str) {
-    if let Some(t) = target(store, "", "pods", ns, Some(pod)) {
-        let opts = api::DeleteOptions {
-            grace_period_seconds: Some(0),
-            ..Default::default()
-        };
-        if let Err(e) = api::delete(store, &t, &opts) {
-            tracing::warn!(error = %e, "kubelet: removing a terminated Pod");
-        }
-    }
 }
 
 /// Delete a Pod the way a controller does (with the Pod's own grace period).

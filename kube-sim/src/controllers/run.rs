@@ -364,7 +364,7 @@ pub(super) fn exited(store: &mut Store, ctl: &mut Ctl, exit: Exit) {
     let phase = phase_of(&statuses);
     put_status(store, "", "pods", &p, pod_status(&p, phase, statuses));
     if terminating(&p) && ctl.procs.running(&exit.pod_uid) == 0 {
-        super::pods::remove(store, &namespace(&p), &name(&p));
+        super::remove_pod(store, &namespace(&p), &name(&p));
     }
 }
 
@@ -378,7 +378,7 @@ pub(super) fn stop(store: &mut Store, ctl: &mut Ctl, p: &Value) -> bool {
     if ctl.procs.running(&id) > 0 {
         return false;
     }
-    super::pods::remove(store, &namespace(p), &name(p));
+    super::remove_pod(store, &namespace(p), &name(p));
     true
 }
 
