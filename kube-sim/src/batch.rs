@@ -143,7 +143,7 @@ fn labels_of(v: Option<&Value>) -> BTreeMap<String, String> {
 
 fn selector_of(spec: &Value) -> Option<LabelSelector> {
     let sel = spec.get("selector").filter(|s| s.is_object())?;
-    LabelSelector::parse(&crate::scale::selector_string(sel)).ok()
+    LabelSelector::parse(&crate::selectors::selector_string(sel)).ok()
 }
 
 fn validate(spec: &Value, manual: bool, name: &str, uid: &str) -> Vec<(&'static str, String)> {
@@ -218,8 +218,8 @@ fn immutable(spec: &Value, old: &Value) -> Vec<(&'static str, String)> {
         ("spec.completions", "completions"),
         ("spec.completionMode", "completionMode"),
     ] {
-        let new = spec.get(key).and_then(crate::controllers::canonical);
-        if new != old.get(key).and_then(crate::controllers::canonical) {
+        let new = spec.get(key).and_then(crate::object::canonical);
+        if new != old.get(key).and_then(crate::object::canonical) {
             let shown = new.map(|v| v.to_string()).unwrap_or_else(|| "null".into());
             causes.push((field, format!("Invalid value: {shown}: field is immutable")));
         }

@@ -21,6 +21,7 @@ pub(crate) mod limits;
 pub(crate) mod list;
 pub(crate) mod list_types;
 pub(crate) mod load;
+pub(crate) mod logs;
 pub(crate) mod object;
 pub(crate) mod openapi;
 pub(crate) mod patch;
@@ -34,6 +35,7 @@ pub(crate) mod schema;
 pub(crate) mod selectors;
 pub(crate) mod server;
 pub(crate) mod service_ip;
+pub(crate) mod shared;
 pub(crate) mod smd;
 pub(crate) mod store;
 pub(crate) mod strategic;
@@ -149,7 +151,7 @@ impl KubeSim {
             bookmark_interval: config.bookmark_interval,
             max_body_bytes: limits::MAX_BODY_BYTES,
             hooks: Mutex::new(hooks::Hooks::default()),
-            logs: controllers::Logs::default(),
+            logs: logs::Logs::default(),
         });
         let (stop_tx, stop_rx) = tokio_watch::channel(false);
         if config.controllers {

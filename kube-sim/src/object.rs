@@ -123,3 +123,23 @@ pub(crate) fn drop_nulls(v: &mut Value) {
         _ => {}
     }
 }
+
+/// Drop nulls and empty objects/arrays, so a template round-tripped through typed clients
+/// (as `kubectl rollout undo` does) hashes the same.
+pub(crate) fn canonical(v: &Value) -> Option<Value> {
+    match v {
+        Value::Null => None,
+        Value::Object(m) => {
+            let m: serde_json::Map<String, Value> = m
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), canonical(v)?)))
+                .collect();
+            (!m.is_empty()).then_some(Value::Object(m))
+        }
+        Value::Array(a) => {
+            let a: Vec<Value> = a.iter().filter_map(canonical).collect();
+            (!a.is_empty()).then_some(Value::Array(a))
+        }
+        other => Some(other.clone()),
+    }
+}

@@ -14,10 +14,10 @@ use hyper::body::Frame;
 use serde_json::Value;
 
 use crate::api;
-use crate::controllers::{Output, read_output, tail_lines};
 use crate::error::{ApiError, ApiResult};
+use crate::logs::{Output, read as read_output, tail_lines};
 use crate::object::Target;
-use crate::server::{Body, Shared};
+use crate::shared::{Body, Shared};
 
 fn number(q: &HashMap<String, String>, k: &str) -> ApiResult<Option<usize>> {
     q.get(k)

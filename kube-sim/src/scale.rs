@@ -19,46 +19,6 @@ fn paths(t: &Target) -> ApiResult<&ScalePaths> {
     })
 }
 
-/// `matchLabels`/`matchExpressions` rendered as a selector string.
-pub(crate) fn selector_string(sel: &Value) -> String {
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-        let vals: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        match e
-            .get("operator")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
-            "In" => parts.push(format!("{key} in ({})", vals.join(","))),
-            "NotIn" => parts.push(format!("{key} notin ({})", vals.join(","))),
-            "Exists" => parts.push(key.to_string()),
-            "DoesNotExist" => parts.push(format!("!{key}")),
-            _ => {}
-        }
-    }
-    parts.join(",")
-}
-
 fn to_scale(t: &Target, obj: &Value) -> ApiResult<Value> {
     let p = paths(t)?;
     let selector = match &p.label_selector {
@@ -69,7 +29,7 @@ fn to_scale(t: &Target, obj: &Value) -> ApiResult<Value> {
             .to_string(),
         None => obj
             .pointer("/spec/selector")
-            .map(selector_string)
+            .map(crate::selectors::selector_string)
             .unwrap_or_default(),
     };
     let m = obj.get("metadata").cloned().unwrap_or(json!({}));

@@ -2,13 +2,11 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -23,37 +21,9 @@ use crate::object::Target;
 use crate::patch::PatchKind;
 use crate::routing::{Route, parse_query, route};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::Store;
 use crate::watch;
 
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-/// Shared server state.
-pub struct Shared {
-    pub store: Arc<Mutex<Store>>,
-    pub addr: SocketAddr,
-    pub bookmark_interval: Duration,
-    pub max_body_bytes: usize,
-    pub hooks: Mutex<crate::hooks::Hooks>,
-    /// Output of the containers kube-sim runs (`pods/log`).
-    pub logs: crate::controllers::Logs,
-}
-
-impl Shared {
-    pub fn lock(&self) -> MutexGuard<'_, Store> {
-        match self.store.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-
-    pub fn hooks(&self) -> MutexGuard<'_, crate::hooks::Hooks> {
-        match self.hooks.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
-    }
-}
+pub use crate::shared::{Body, Shared};
 
 fn json_response(code: u16, v: &Value) -> Response<Body> {
     let body = Full::new(Bytes::from(v.to_string()))

@@ -443,7 +443,7 @@ fn job_columns() -> Vec<Col> {
         col("Containers", "string", 1, |v| containers(v, "name")),
         col("Images", "string", 1, |v| containers(v, "image")),
         col("Selector", "string", 1, |v| {
-            json!(crate::scale::selector_string(
+            json!(crate::selectors::selector_string(
                 json_path(v, ".spec.selector").unwrap_or(&Value::Null)
             ))
         }),

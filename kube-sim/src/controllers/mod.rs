@@ -33,11 +33,10 @@ use tokio::time::Instant;
 use crate::api;
 use crate::object::Target;
 use crate::resources::GroupResource;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::store::{Broadcast, Change, EventType, Store};
 
 pub use pods::{READY_AFTER_ANNOTATION, ROLLOUT_ANNOTATION};
-pub use procs::{Logs, Output, read as read_output, tail_lines};
 pub(crate) use run::Images;
 
 const MANAGER: &str = "kube-controller-manager";
@@ -273,30 +272,10 @@ fn replicas(o: &Value) -> i64 {
 /// Upper bound on Pods per workload.
 const MAX_PODS: i64 = 10_000;
 
-/// Drop nulls and empty objects/arrays, so a template round-tripped through typed clients
-/// (as `kubectl rollout undo` does) hashes the same.
-pub(crate) fn canonical(v: &Value) -> Option<Value> {
-    match v {
-        Value::Null => None,
-        Value::Object(m) => {
-            let m: serde_json::Map<String, Value> = m
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), canonical(v)?)))
-                .collect();
-            (!m.is_empty()).then_some(Value::Object(m))
-        }
-        Value::Array(a) => {
-            let a: Vec<Value> = a.iter().filter_map(canonical).collect();
-            (!a.is_empty()).then_some(Value::Array(a))
-        }
-        other => Some(other.clone()),
-    }
-}
-
 /// The hash of a Pod template, as the label values and object names the controllers use.
 fn template_hash(template: &Value) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
-    let mut t = canonical(template).unwrap_or(json!({}));
+    let mut t = crate::object::canonical(template).unwrap_or(json!({}));
     if let Some(labels) = t
         .pointer_mut("/metadata/labels")
         .and_then(Value::as_object_mut)
