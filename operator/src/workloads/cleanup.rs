@@ -30,6 +30,8 @@ pub fn cleanup_patch(
 ) -> Result<Option<serde_json::Value>, EncodeError> {
     let mut spec = Map::new();
     let mut any = false;
+    let volume = mount::named_volume(template);
+    let ours_volume = volume.is_some_and(|v| mount::is_our_volume(v, managed));
     for (init, field) in [(false, "containers"), (true, "initContainers")] {
         let mut list = Vec::new();
         for (_, c) in containers(template).filter(|(i, _)| *i == init) {
@@ -45,7 +47,7 @@ pub fn cleanup_patch(
             if !items.is_empty() {
                 item["env"] = Value::Array(items);
             }
-            if mount::has_our_mount(c) {
+            if ours_volume && mount::has_our_mount(c) {
                 item["volumeMounts"] = json!([mount::mount_delete()]);
             }
             if item.as_object().is_some_and(|o| o.len() > 1) {
@@ -57,8 +59,7 @@ pub fn cleanup_patch(
             spec.insert(field.to_owned(), Value::Array(list));
         }
     }
-    let volume = mount::named_volume(template);
-    if volume.is_some_and(|v| mount::is_our_volume(v, managed)) {
+    if ours_volume {
         any = true;
         spec.insert("volumes".to_owned(), json!([mount::volume_delete()]));
     }

@@ -460,18 +460,26 @@ fn trust_wanted(inj: &Injection, c: &Container, volume_ok: bool, found: &mut Fin
     true
 }
 
+/// What the template's volume named [`VOLUME`] is: `free` (absent or ours: trust may be
+/// delivered) and `ours` (a mount of it at the path is ours to take out).
+#[derive(Debug, Clone, Copy)]
+struct TemplateVolume {
+    free: bool,
+    ours: bool,
+}
+
 fn plan_container<'t>(
     inj: &Injection,
     init: bool,
     c: &'t Container,
-    volume_ok: bool,
+    volume: TemplateVolume,
     found: &mut Findings,
 ) -> ContainerPlan<'t> {
     let env = c.env.as_deref().unwrap_or_default();
     let ours = |e: &EnvVar| is_ours(e, inj.managed);
     let mut desired = Vec::new();
     let selected = selects(inj, init, &c.name);
-    let mount = selected && trust_wanted(inj, c, volume_ok, found);
+    let mount = selected && trust_wanted(inj, c, volume.free, found);
     if selected {
         for pair in PROXY_VARS.chunks(2) {
             desired.extend(group_entries(inj, c, pair, found));
@@ -490,7 +498,7 @@ fn plan_container<'t>(
             desired.extend(group_entries(inj, c, &[var.as_str()], found));
         }
     }
-    let stale_mount = !mount && mount::has_our_mount(c);
+    let stale_mount = !mount && volume.ours && mount::has_our_mount(c);
     let stale: Vec<String> = OWNED_VARS
         .iter()
         .filter(|v| env.iter().any(|e| e.name == **v && ours(e)))
@@ -576,11 +584,15 @@ pub fn plan(
     if taken {
         found.trust_conflicts.push(TrustConflict::Volume);
     }
-    let plans: Vec<ContainerPlan> = containers(template)
-        .map(|(init, c)| plan_container(inj, init, c, !taken, &mut found))
-        .collect();
     let has_ours =
         mount::named_volume(template).is_some_and(|v| mount::is_our_volume(v, inj.managed));
+    let volume = TemplateVolume {
+        free: !taken,
+        ours: has_ours,
+    };
+    let plans: Vec<ContainerPlan> = containers(template)
+        .map(|(init, c)| plan_container(inj, init, c, volume, &mut found))
+        .collect();
     let volume = match (plans.iter().any(|p| p.mount), has_ours) {
         (true, _) => VolumePlan::Wanted,
         (false, true) => VolumePlan::Stale,

@@ -1013,3 +1013,27 @@ fn the_cleanup_takes_out_the_trust_volume_mounts_and_annotation() {
         Some(false)
     );
 }
+
+#[test]
+fn a_workloads_own_volume_of_our_name_at_our_path_is_never_taken_out() {
+    let own = template(json!({"spec": {
+        "containers": [{"name": "app", "volumeMounts": [
+            {"name": VOLUME, "mountPath": TRUST_DIR, "readOnly": true}]}],
+        "volumes": [{"name": VOLUME, "hostPath": {"path": "/etc/pki"}}],
+    }}));
+    let (vars, files) = (trust_vars(), trust_files());
+    for i in [inj(&[], HASH), with_trust(inj(&[], HASH), &vars, &files)] {
+        let p = plan(&id(), &own, &i);
+        assert!(matches!(p.write, Write::Apply(_)), "{:?}", p.write);
+        let t = after(&own, &p.write);
+        assert_eq!(mounts_of(&t, "app").len(), 1, "its mount stays");
+        assert_eq!(volumes_of(&t)[0]["hostPath"], json!({"path": "/etc/pki"}));
+        let patch = cleanup_patch(&t, S, &[]).unwrap();
+        let tpl = &patch["spec"]["template"]["spec"];
+        assert!(tpl.get("volumes").is_none(), "{patch}");
+        assert!(
+            tpl["containers"][0].get("volumeMounts").is_none(),
+            "{patch}"
+        );
+    }
+}

@@ -225,9 +225,10 @@ fn applied(
         .and_then(|u| rendered.java_options(u))
         .and_then(Result::ok);
     let trust_options = trust.as_ref().and_then(|t| t.bundle.java_options.clone());
+    // The trust part follows the proxy part (a java policy here always has one).
     let java_options = match (proxy_options, trust_options) {
         (Some(p), Some(t)) => Some(format!("{p} {t}")),
-        (p, t) => p.or(t),
+        (p, _) => p,
     };
     let node_subnets = facts
         .node_subnets

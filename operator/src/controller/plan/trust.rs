@@ -13,6 +13,10 @@ use crate::trust::{
     self, BUNDLE_KEY, Bundle, Certificate, Roots, TRUST_DIR, TRUSTSTORE_KEY, TrustError, WGETRC_KEY,
 };
 
+/// The largest `ca-bundle.crt` written: the admission policy's PEM check costs about two CEL
+/// units a byte, and an expression may cost at most 1,000,000 (Mozilla's roots are 180 KB).
+pub const MAX_BUNDLE: usize = 400 * 1024;
+
 /// One CA source as the executor read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceRead {
@@ -81,6 +85,15 @@ pub(super) fn stage(i: &Inputs) -> Result<Option<Trusted>, Blocker> {
     let only: Vec<Certificate> = certs.iter().map(|(_, c)| c.clone()).collect();
     let bundle = trust::build(dialect, &only, spec.roots, i.root_set, TRUST_DIR)
         .map_err(|e| blocker(reason::TRUST_INVALID, e.to_string()))?;
+    if bundle.pem.len() > MAX_BUNDLE {
+        let message = format!(
+            "the trust bundle is {} bytes, more than {MAX_BUNDLE}: the admission policy checks \
+             it with CEL, whose cost limit a larger one passes; use fewer CA sources or a \
+             smaller root set (--trust-roots)",
+            bundle.pem.len()
+        );
+        return Err(blocker(reason::TRUST_INVALID, message));
+    }
     let mut files = vec![BUNDLE_KEY.to_owned()];
     files.extend(
         bundle

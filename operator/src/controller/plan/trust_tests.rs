@@ -347,3 +347,17 @@ fn the_cached_digests_of_the_bundle_and_truststore_are_enough_to_write_nothing()
     };
     assert!(cm.data["ca-bundle.crt"].starts_with("-----BEGIN CERTIFICATE-----"));
 }
+
+#[test]
+fn a_bundle_too_large_for_admission_blocks() {
+    let corp = ca("Corp CA", (2030, 1, 1));
+    let mut w = trusting(json!({}), vec![corp]);
+    let many: Vec<Certificate> = (0..900)
+        .map(|n| ca(&format!("Root {n}"), (2035, 1, 1)))
+        .collect();
+    w.root_set = RootSet {
+        name: "huge".into(),
+        certs: many,
+    };
+    assert_blocked(&w, reason::TRUST_INVALID, "more than 409600");
+}
