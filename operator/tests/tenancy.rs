@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use common::{Env, eventually, hash, wait_reason};
 use egress_proxy_operator::noproxy::Dialect;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, PodTemplateSpec, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use kube::client::Body;
 use serde_json::{Value, json};
@@ -32,6 +32,11 @@ apiVersion: v1
 kind: Secret
 metadata: {name: other, namespace: platform}
 stringData: {token: platform-internal}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: platform}
+data: {mode: internal}
 ---
 apiVersion: v1
 kind: Namespace
@@ -150,6 +155,35 @@ spec:
               valueFrom: {secretKeyRef: {name: egress-proxy-corp, key: HTTPS_PROXY}}
 "#;
 
+/// In team-a, two Deployments no policy selects, for the trust rows: `tls` with its own
+/// volume and mount (which the operator may never change), and `own-trust` whose own
+/// volume is a hostPath named like the operator's trust volume.
+const TEAM_A_TLS: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: tls, namespace: team-a}
+spec:
+  selector: {matchLabels: {app: tls}}
+  template:
+    metadata: {labels: {app: tls}}
+    spec:
+      volumes: [{name: certs, emptyDir: {}}]
+      initContainers: [{name: init, image: init:1}]
+      containers:
+        - {name: app, image: app:1, volumeMounts: [{name: certs, mountPath: /certs}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: own-trust, namespace: team-a}
+spec:
+  selector: {matchLabels: {app: own-trust}}
+  template:
+    metadata: {labels: {app: own-trust}}
+    spec:
+      volumes: [{name: egress-proxy-trust, hostPath: {path: /var/lib/app-certs}}]
+      containers: [{name: app, image: app:1}]
+"#;
+
 async fn cluster() -> Env {
     let env = Env::new(CLUSTER).await;
     env.sim.apply_yaml(RBAC).expect("rbac");
@@ -162,6 +196,9 @@ async fn cluster() -> Env {
     }
     env.sim.apply_yaml(TEAM_N_OWN).expect("team-n's own");
     env.sim.apply_yaml(TEAM_A_OWN).expect("team-a's own");
+    env.sim
+        .apply_yaml(TEAM_A_TLS)
+        .expect("team-a's trust fixtures");
     env
 }
 
@@ -410,6 +447,438 @@ fn probe_job_refusals() -> Vec<Attempt> {
             )
         })
         .collect()
+}
+
+/// A fresh self-signed CA certificate (PEM) named `cn`, and its private key (PEM).
+fn test_ca(cn: &str) -> (String, String) {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("certificate");
+    (cert.pem(), key.serialize_pem())
+}
+
+const TRUST_DIR: &str = "/etc/egress-proxy/trust";
+const TRUST_VARS: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "WGETRC",
+];
+
+/// The trust volume as the operator writes it, of the ConfigMap `name`.
+fn trust_volume(name: &str) -> Value {
+    let items: Vec<Value> = ["ca-bundle.crt", "truststore.p12", "wgetrc"]
+        .iter()
+        .map(|k| json!({"key": k, "path": k}))
+        .collect();
+    json!({"name": "egress-proxy-trust", "configMap": {"name": name, "items": items}})
+}
+
+/// A mount of the trust volume at `path`.
+fn trust_mount(path: &str, read_only: bool) -> Value {
+    json!({"name": "egress-proxy-trust", "mountPath": path, "readOnly": read_only})
+}
+
+/// A trust variable by reference to `key` of the ConfigMap `name`.
+fn trust_ref(var: &str, name: &str, key: &str) -> Value {
+    json!({"name": var, "valueFrom": {"configMapKeyRef": {"name": name, "key": key}}})
+}
+
+/// A strategic merge patch of a pod template: `volume` (if any) and the container `app`.
+fn tls_patch(volume: Option<&Value>, app: Value) -> Value {
+    let mut spec = json!({"containers": [app]});
+    if let Some(v) = volume {
+        spec["volumes"] = json!([v]);
+    }
+    json!({"spec": {"template": {"spec": spec}}})
+}
+
+/// The probe Job's trust, as the builder writes it with `spec.trust`.
+fn with_trust(j: &mut Value) {
+    pod(j)["volumes"] = json!([trust_volume("egress-proxy-corp")]);
+    let c = probe_container(j);
+    c["volumeMounts"] = json!([trust_mount(TRUST_DIR, true)]);
+    let env = c["env"].as_array_mut().expect("env");
+    // Before the cluster CA, as the builder orders them.
+    let at = env.len() - 1;
+    env.insert(
+        at,
+        json!({"name": "SSL_CERT_FILE", "value": "/etc/egress-proxy/trust/ca-bundle.crt"}),
+    );
+}
+
+/// A row of the table with the admission policy's message its refusal must give (`None`
+/// for allowed rows), so that a row refused for another reason cannot hide a gap.
+type Checked = (Attempt, Option<&'static str>);
+
+/// What a stolen token can do with `spec.trust`'s volume, mounts, variables and managed
+/// ConfigMap keys: the operator's own writes (allowed) and their neighbours (refused).
+fn trust_attempts() -> Vec<Checked> {
+    const TLS: &str = "/apis/apps/v1/namespaces/team-a/deployments/tls";
+    const CMS: &str = "/api/v1/namespaces/team-a/configmaps";
+    const JOBS: &str = "/apis/batch/v1/namespaces/team-a/jobs";
+    const CRON: &str = "/apis/batch/v1/namespaces/team-a/cronjobs/nightly";
+    const VOLUME: &str = "is a configMap volume of an egress-proxy-*";
+    const CONFIG_MAP: &str = "into a ConfigMap only NO_PROXY characters";
+    const VARIABLE: &str = "only by reference to the key of the same name";
+    let managed = "egress-proxy-corp";
+    let ours = trust_volume(managed);
+    let mount = trust_mount(TRUST_DIR, true);
+    let mounted =
+        |m: Value, env: Vec<Value>| json!({"name": "app", "volumeMounts": [m], "env": env});
+    let ssl_ref = trust_ref("SSL_CERT_FILE", managed, "SSL_CERT_FILE");
+    let all_refs: Vec<Value> = TRUST_VARS
+        .iter()
+        .map(|v| trust_ref(v, managed, v))
+        .collect();
+    let mut inject = tls_patch(Some(&ours), mounted(mount.clone(), all_refs.clone()));
+    inject["spec"]["template"]["spec"]["initContainers"] =
+        json!([{"name": "init", "volumeMounts": [mount.clone()], "env": all_refs}]);
+    inject["spec"]["template"]["metadata"] =
+        json!({"annotations": {"egressproxy.io/trust-bundle": "0123456789abcdef"}});
+    let host = json!({"name": "egress-proxy-trust", "hostPath": {"path": "/"}});
+    let other_cm = trust_volume("team-settings");
+    let deletes: Vec<Value> = TRUST_VARS
+        .iter()
+        .map(|v| json!({"name": v, "$patch": "delete"}))
+        .collect();
+    let unmount = json!([{"mountPath": TRUST_DIR, "$patch": "delete"}]);
+    let release = json!({"spec": {"template": {
+        "metadata": {"annotations": {"egressproxy.io/trust-bundle": null}},
+        "spec": {"volumes": [{"name": "egress-proxy-trust", "$patch": "delete"}],
+            "containers": [{"name": "app", "volumeMounts": unmount, "env": deletes}],
+            "initContainers": [{"name": "init", "volumeMounts": unmount, "env": deletes}]}}}});
+    let proxy = "-Dhttp.proxyHost=p -Dhttp.proxyPort=3128 -Dhttps.proxyHost=p \
+        -Dhttps.proxyPort=3128 -Dhttp.nonProxyHosts=*.svc";
+    let java = |store: &str| {
+        let value = format!(
+            "-Degressproxy.managed={managed} {proxy} -Djavax.net.ssl.trustStore={store} \
+             -Djavax.net.ssl.trustStoreType=PKCS12"
+        );
+        tls_patch(
+            None,
+            json!({"name": "app", "env": [{"name": "JAVA_TOOL_OPTIONS", "value": value}]}),
+        )
+    };
+    let (ca, key) = test_ca("Tenancy Test CA");
+    let config_map = |data: Value, binary: Value| {
+        json!({"metadata": {"generateName": "egress-proxy-t-", "labels":
+            {"app.kubernetes.io/managed-by": "egress-proxy-operator"}},
+            "data": data, "binaryData": binary})
+    };
+    let bundle = config_map(
+        json!({"NO_PROXY": ".svc,10.0.0.0/8", "ca-bundle.crt": ca,
+            "wgetrc": "ca_certificate = /etc/egress-proxy/trust/ca-bundle.crt\n",
+            "SSL_CERT_FILE": "/etc/egress-proxy/trust/ca-bundle.crt",
+            "SSL_CERT_DIR": "/etc/egress-proxy/trust",
+            "CURL_CA_BUNDLE": "/etc/egress-proxy/trust/ca-bundle.crt",
+            "REQUESTS_CA_BUNDLE": "/etc/egress-proxy/trust/ca-bundle.crt",
+            "NODE_EXTRA_CA_CERTS": "/etc/egress-proxy/trust/ca-bundle.crt",
+            "WGETRC": "/etc/egress-proxy/trust/wgetrc"}),
+        json!({"truststore.p12": "MIIBAAIBAzA="}),
+    );
+    let with_key = config_map(json!({"ca-bundle.crt": format!("{ca}{key}")}), json!({}));
+    let wgetrc = config_map(
+        json!({"wgetrc": "ca_certificate = /etc/egress-proxy/trust/ca-bundle.crt\n\
+            check_certificate = off\n"}),
+        json!({}),
+    );
+    let elsewhere = config_map(json!({"SSL_CERT_FILE": "/tmp/ca.pem"}), json!({}));
+    let binary = config_map(json!({}), json!({"ld.so.preload": "L3RtcC94LnNv"}));
+    let cron = json!({"spec": {"jobTemplate": {"spec": {"template": {
+        "metadata": {"annotations": {"egressproxy.io/trust-bundle": "0123456789abcdef"}},
+        "spec": {"volumes": [ours.clone()], "containers": [{"name": "job",
+            "volumeMounts": [mount.clone()], "env": [ssl_ref.clone()]}]}}}}}});
+    let cron_host = json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {
+        "volumes": [host.clone()],
+        "containers": [{"name": "job", "volumeMounts": [mount.clone()]}]}}}}}});
+    let probe = |suffix: &str, edit: Edit| {
+        probe_job(suffix, |j| {
+            with_trust(j);
+            edit(j)
+        })
+    };
+    let row = |what, method, path, body: Value, can, because| {
+        ((what, method, path, Some(body), can), because)
+    };
+    let read = |what, path| ((what, "GET", path, None, true), None);
+    let refused = |what, path| ((what, "GET", path, None, false), None);
+    vec![
+        read(
+            "read the CA ConfigMap its owner granted (spec.trust)",
+            "/api/v1/namespaces/platform/configmaps/corp-ca",
+        ),
+        read(
+            "list the granted CA ConfigMap by name, as its watch does",
+            "/api/v1/namespaces/platform/configmaps?fieldSelector=metadata.name%3Dcorp-ca",
+        ),
+        refused(
+            "read another ConfigMap of the source namespace",
+            "/api/v1/namespaces/platform/configmaps/settings",
+        ),
+        read(
+            "list the ConfigMaps of an opted-in namespace (same-namespace CA sources)",
+            "/api/v1/namespaces/team-a/configmaps",
+        ),
+        row(
+            "add a hostPath volume named egress-proxy-trust to a workload",
+            "PATCH",
+            TLS,
+            tls_patch(Some(&host), mounted(mount.clone(), vec![])),
+            false,
+            Some(VOLUME),
+        ),
+        row(
+            "mount another ConfigMap as a workload's trust volume",
+            "PATCH",
+            TLS,
+            tls_patch(Some(&other_cm), mounted(mount.clone(), vec![])),
+            false,
+            Some(VOLUME),
+        ),
+        row(
+            "mount the trust volume over /etc/ssl",
+            "PATCH",
+            TLS,
+            tls_patch(Some(&ours), mounted(trust_mount("/etc/ssl", true), vec![])),
+            false,
+            Some("other volumeMounts or other variables"),
+        ),
+        row(
+            "mount the trust volume writable (readOnly false) at /etc/egress-proxy/trust",
+            "PATCH",
+            TLS,
+            tls_patch(Some(&ours), mounted(trust_mount(TRUST_DIR, false), vec![])),
+            false,
+            Some("only read-only"),
+        ),
+        row(
+            "mount the trust volume over the ServiceAccount token's path",
+            "PATCH",
+            TLS,
+            tls_patch(
+                Some(&ours),
+                mounted(
+                    trust_mount("/var/run/secrets/kubernetes.io/serviceaccount", true),
+                    vec![],
+                ),
+            ),
+            false,
+            Some("other volumeMounts or other variables"),
+        ),
+        row(
+            "mount a workload's own hostPath volume named egress-proxy-trust",
+            "PATCH",
+            "/apis/apps/v1/namespaces/team-a/deployments/own-trust",
+            tls_patch(None, mounted(mount.clone(), vec![])),
+            false,
+            Some("mount a workload's own volume"),
+        ),
+        row(
+            "add another hostPath volume to a workload",
+            "PATCH",
+            TLS,
+            tls_patch(
+                Some(&json!({"name": "host", "hostPath": {"path": "/"}})),
+                json!({"name": "app"}),
+            ),
+            false,
+            Some("volumes other than"),
+        ),
+        row(
+            "remove a workload's own volume mount",
+            "PATCH",
+            TLS,
+            tls_patch(
+                None,
+                json!({"name": "app", "volumeMounts": [{"mountPath": "/certs", "$patch": "delete"}]}),
+            ),
+            false,
+            Some("other volumeMounts or other variables"),
+        ),
+        row(
+            "set SSL_CERT_FILE on a workload to a value",
+            "PATCH",
+            TLS,
+            tls_patch(
+                None,
+                json!({"name": "app", "env": [{"name": "SSL_CERT_FILE", "value": "/tmp/ca.pem"}]}),
+            ),
+            false,
+            Some(VARIABLE),
+        ),
+        row(
+            "set SSL_CERT_FILE on a workload from another ConfigMap",
+            "PATCH",
+            TLS,
+            tls_patch(
+                None,
+                json!({"name": "app", "env": [trust_ref("SSL_CERT_FILE", "team-settings", "SSL_CERT_FILE")]}),
+            ),
+            false,
+            Some(VARIABLE),
+        ),
+        row(
+            "set SSL_CERT_FILE on a workload from another key of a managed ConfigMap",
+            "PATCH",
+            TLS,
+            tls_patch(
+                None,
+                json!({"name": "app", "env": [trust_ref("SSL_CERT_FILE", managed, "NO_PROXY")]}),
+            ),
+            false,
+            Some(VARIABLE),
+        ),
+        row(
+            "name another trust store in JAVA_TOOL_OPTIONS",
+            "PATCH",
+            TLS,
+            java("/tmp/evil.p12"),
+            false,
+            Some("at most one -Degressproxy.managed= part"),
+        ),
+        row(
+            "mount the trust bundle read-only into a workload from a managed ConfigMap (spec.trust)",
+            "PATCH",
+            TLS,
+            inject,
+            true,
+            None,
+        ),
+        row(
+            "append the trust store to its part of JAVA_TOOL_OPTIONS (dialect java, spec.trust)",
+            "PATCH",
+            TLS,
+            java("/etc/egress-proxy/trust/truststore.p12"),
+            true,
+            None,
+        ),
+        row(
+            "take the trust volume, mounts, variables and annotation out of a workload",
+            "PATCH",
+            TLS,
+            release,
+            true,
+            None,
+        ),
+        row(
+            "mount the trust bundle into a CronJob's job template (spec.trust)",
+            "PATCH",
+            CRON,
+            cron,
+            true,
+            None,
+        ),
+        row(
+            "add a hostPath volume named egress-proxy-trust to a CronJob's job template",
+            "PATCH",
+            CRON,
+            cron_host,
+            false,
+            Some(VOLUME),
+        ),
+        row(
+            "write a trust bundle, its wgetrc, paths and truststore into a managed ConfigMap",
+            "POST",
+            CMS,
+            bundle,
+            true,
+            None,
+        ),
+        row(
+            "put a PRIVATE KEY block into a managed ConfigMap's ca-bundle.crt",
+            "POST",
+            CMS,
+            with_key,
+            false,
+            Some(CONFIG_MAP),
+        ),
+        row(
+            "add check_certificate = off to a managed ConfigMap's wgetrc",
+            "POST",
+            CMS,
+            wgetrc,
+            false,
+            Some(CONFIG_MAP),
+        ),
+        row(
+            "point a managed ConfigMap's SSL_CERT_FILE at another file",
+            "POST",
+            CMS,
+            elsewhere,
+            false,
+            Some(CONFIG_MAP),
+        ),
+        row(
+            "write binaryData under another key than truststore.p12",
+            "POST",
+            CMS,
+            binary,
+            false,
+            Some("truststore.p12 into a ConfigMap's binaryData"),
+        ),
+        row(
+            "run a probe Job with the policy's trust bundle (spec.trust)",
+            "POST",
+            JOBS,
+            probe("t0", |_| {}),
+            true,
+            None,
+        ),
+        row(
+            "mount a hostPath volume as a probe Job's trust volume",
+            "POST",
+            JOBS,
+            probe(
+                "t1",
+                |j| {
+                    pod(j)["volumes"] =
+                        json!([{"name": "egress-proxy-trust", "hostPath": {"path": "/"}}])
+                },
+            ),
+            false,
+            Some("only volume is egress-proxy-trust"),
+        ),
+        row(
+            "mount another ConfigMap as a probe Job's trust volume",
+            "POST",
+            JOBS,
+            probe("t2", |j| {
+                pod(j)["volumes"] = json!([trust_volume("team-settings")])
+            }),
+            false,
+            Some("only volume is egress-proxy-trust"),
+        ),
+        row(
+            "mount a probe Job's trust volume writable",
+            "POST",
+            JOBS,
+            probe("t3", |j| {
+                probe_container(j)["volumeMounts"] = json!([trust_mount(TRUST_DIR, false)])
+            }),
+            false,
+            Some("but the trust volume, read-only"),
+        ),
+        row(
+            "set a probe Job's SSL_CERT_FILE to another file",
+            "POST",
+            JOBS,
+            probe("t4", |j| {
+                let env = probe_container(j)["env"].as_array_mut().unwrap();
+                for e in env.iter_mut().filter(|e| e["name"] == "SSL_CERT_FILE") {
+                    e["value"] = json!("/tmp/ca.pem")
+                }
+            }),
+            false,
+            Some("SSL_CERT_FILE as exactly"),
+        ),
+    ]
 }
 
 /// What a stolen token of the shipped ServiceAccount can do: (what, method, path, body,
@@ -918,7 +1387,12 @@ async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
     let client = env.sim.client_with_token(&token(&env)).expect("client");
     let mut table = String::new();
     let mut wrong = Vec::new();
-    for (what, method, path, body, can) in attempts().into_iter().chain(probe_job_refusals()) {
+    let rows = attempts()
+        .into_iter()
+        .chain(probe_job_refusals())
+        .map(|a| (a, None))
+        .chain(trust_attempts());
+    for ((what, method, path, body, can), because) in rows {
         let (status, reply) = send(&client, method, path, body).await;
         let allowed = (200..300).contains(&status);
         let row = format!(
@@ -927,6 +1401,12 @@ async fn a_stolen_token_can_do_only_what_docs_security_md_says() {
         );
         if allowed != can {
             wrong.push(format!("{row} {reply}"));
+        }
+        if let Some(because) = because.filter(|b| !allowed && !reply.contains(b)) {
+            wrong.push(format!("{row} refused, but not for \"{because}\": {reply}"));
+        }
+        if reply.contains("PRIVATE KEY-----") {
+            wrong.push(format!("{row}: the reply echoes the private key"));
         }
         if !SECURITY.contains(&row) {
             wrong.push(format!("not in docs/security.md: {row}"));
@@ -1242,6 +1722,328 @@ spec:
     .await;
     let logs = op.stop();
     assert!(!logs.contains("denied request"), "{logs}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What of the operator's trust a pod template carries: the trust volume's ConfigMap, the
+/// containers (init containers too) that mount it read-only at the trust path, the trust
+/// variables they read from that ConfigMap's key of the same name, and the annotation.
+#[derive(Debug, Default, PartialEq)]
+struct TrustSeen {
+    config_map: Option<String>,
+    mounted: Vec<String>,
+    vars: Vec<String>,
+    bundle: Option<String>,
+}
+
+fn trust_seen(t: &PodTemplateSpec) -> TrustSeen {
+    let spec = t.spec.as_ref();
+    let config_map = spec
+        .and_then(|s| s.volumes.as_ref())
+        .and_then(|v| v.iter().find(|v| v.name == "egress-proxy-trust"))
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone());
+    let containers = spec.into_iter().flat_map(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+    });
+    let mut seen = TrustSeen {
+        bundle: t
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get("egressproxy.io/trust-bundle"))
+            .cloned(),
+        ..Default::default()
+    };
+    for c in containers {
+        let mounts = c.volume_mounts.iter().flatten();
+        if mounts
+            .filter(|m| m.name == "egress-proxy-trust")
+            .any(|m| m.mount_path == TRUST_DIR && m.read_only == Some(true))
+        {
+            seen.mounted.push(c.name.clone());
+        }
+        let trust = c.env.iter().flatten();
+        for e in trust.filter(|e| TRUST_VARS.contains(&e.name.as_str())) {
+            let from = e
+                .value_from
+                .as_ref()
+                .and_then(|f| f.config_map_key_ref.as_ref());
+            if from.is_some_and(|r| r.key == e.name && Some(&r.name) == config_map.as_ref()) {
+                seen.vars.push(format!("{}/{}", c.name, e.name));
+            }
+        }
+    }
+    seen.config_map = config_map;
+    seen
+}
+
+/// The pod template of the CronJob `name` in team-a.
+async fn cron_template(env: &Env, name: &str) -> PodTemplateSpec {
+    let api = Api::<k8s_openapi::api::batch::v1::CronJob>::namespaced(env.client.clone(), "team-a");
+    let cj = api.get(name).await.expect("get CronJob");
+    cj.spec
+        .and_then(|s| s.job_template.spec)
+        .map(|s| s.template)
+        .expect("job template")
+}
+
+const TRUST_POLICIES: &str = r#"
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: tls-java, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: tls-java}}
+  noProxy: {dialect: java}
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+  trust:
+    sources: [{configMap: {name: corp-ca, namespace: platform, key: ca.crt}}]
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: tls-go, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: tls-go}}
+  workloadKinds: [Deployment, CronJob]
+  noProxy: {dialect: go}
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+  trust:
+    sources: [{secret: {name: team-ca, key: ca.crt}}]
+    roots: Replace
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {name: tls-probe, namespace: team-a}
+spec:
+  workloadSelector: {matchLabels: {egress: tls-probe}}
+  noProxy: {dialect: java}
+  proxy:
+    credentials: [{name: main, secretRef: {name: corp-proxy, namespace: platform}}]
+    active: main
+  trust:
+    sources: [{configMap: {name: corp-ca, namespace: platform, key: ca.crt}}]
+  verification:
+    endpoints: [{url: "https://status.example.com/", expect: Proxied}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: jvm-tls, namespace: team-a, labels: {egress: tls-java}}
+spec:
+  selector: {matchLabels: {app: jvm-tls}}
+  template:
+    metadata: {labels: {app: jvm-tls}}
+    spec:
+      volumes: [{name: data, emptyDir: {}}]
+      initContainers: [{name: init, image: init:1}]
+      containers:
+        - name: app
+          image: app:1
+          volumeMounts: [{name: data, mountPath: /data}]
+          env: [{name: JAVA_TOOL_OPTIONS, value: "-Xmx256m"}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: go-tls, namespace: team-a, labels: {egress: tls-go}}
+spec:
+  selector: {matchLabels: {app: go-tls}}
+  template:
+    metadata: {labels: {app: go-tls}}
+    spec: {containers: [{name: app, image: app:1}]}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: go-report, namespace: team-a, labels: {egress: tls-go}}
+spec:
+  schedule: "0 4 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: report, image: report:1}]
+"#;
+
+/// `spec.trust` under the shipped RBAC and admission policy, with CAs generated here: a
+/// ConfigMap of another namespace granted as deploy/source-grant.yaml shows, and a Secret of
+/// the policy's own namespace. The operator writes the managed ConfigMaps' trust keys,
+/// mounts the bundle into a Deployment (its init container too) and a CronJob, appends the
+/// trust store to JAVA_TOOL_OPTIONS, runs a probe Job with the bundle, and takes it all out
+/// again when the policies go, without one write refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_passes_the_shipped_rbac_and_admission_policy() {
+    let env = cluster().await;
+    let (corp_ca, _) = test_ca("Corp Proxy CA");
+    let (team_ca, _) = test_ca("Team CA");
+    // The owner of platform/corp-ca puts the proxy's CA into the granted ConfigMap.
+    let data = json!({"data": {"ca.crt": corp_ca}});
+    Api::<ConfigMap>::namespaced(env.client.clone(), "platform")
+        .patch("corp-ca", &PatchParams::default(), &Patch::Merge(data))
+        .await
+        .expect("the granted CA ConfigMap");
+    let secret = json!({"metadata": {"name": "team-ca"}, "stringData": {"ca.crt": team_ca}});
+    Api::<Secret>::namespaced(env.client.clone(), "team-a")
+        .create(
+            &Default::default(),
+            &serde_json::from_value::<Secret>(secret).expect("secret"),
+        )
+        .await
+        .expect("the team's CA Secret");
+    env.sim
+        .apply_yaml(TRUST_POLICIES)
+        .expect("policies and workloads");
+    let dir = std::env::temp_dir().join(format!("epo-trust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let op = Running::start(&env, &dir);
+
+    let java = wait_reason(&env, "team-a", "tls-java", "Reconciled").await;
+    let bundle = java
+        .status
+        .and_then(|s| s.trust)
+        .expect("status.trust")
+        .bundle;
+    let jvm = env.deployment("team-a", "jvm-tls").await;
+    let seen = trust_seen(common::template(&jvm));
+    assert_eq!(seen.config_map.as_deref(), Some("egress-proxy-tls-java"));
+    assert_eq!(seen.mounted, ["app", "init"]);
+    assert_eq!(seen.bundle.as_deref(), Some(bundle.as_str()));
+    for var in [
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "WGETRC",
+    ] {
+        for c in ["app", "init"] {
+            let want = format!("{c}/{var}");
+            assert!(seen.vars.contains(&want), "{want} not in {seen:?}");
+        }
+    }
+    let options = common::env(common::container(&jvm, "app"), "JAVA_TOOL_OPTIONS")
+        .and_then(|e| e.value.clone())
+        .expect("JAVA_TOOL_OPTIONS");
+    assert!(
+        options.starts_with("-Xmx256m -Degressproxy.managed="),
+        "{options}"
+    );
+    assert!(
+        options.ends_with(
+            " -Djavax.net.ssl.trustStore=/etc/egress-proxy/trust/truststore.p12 \
+             -Djavax.net.ssl.trustStoreType=PKCS12"
+        ),
+        "{options}"
+    );
+    let cms = Api::<ConfigMap>::namespaced(env.client.clone(), "team-a");
+    let managed = cms
+        .get("egress-proxy-tls-java")
+        .await
+        .expect("managed ConfigMap");
+    let pem = managed
+        .data
+        .unwrap_or_default()
+        .remove("ca-bundle.crt")
+        .unwrap_or_default();
+    assert!(
+        pem.starts_with(&corp_ca),
+        "the source CA is not first in the bundle"
+    );
+    assert!(
+        managed
+            .binary_data
+            .unwrap_or_default()
+            .contains_key("truststore.p12")
+    );
+
+    wait_reason(&env, "team-a", "tls-go", "Reconciled").await;
+    let go = trust_seen(common::template(&env.deployment("team-a", "go-tls").await));
+    assert_eq!(go.config_map.as_deref(), Some("egress-proxy-tls-go"));
+    assert_eq!(go.vars, ["app/SSL_CERT_FILE", "app/SSL_CERT_DIR"]);
+    let report = trust_seen(&cron_template(&env, "go-report").await);
+    assert_eq!(report.mounted, ["report"]);
+    let go_cm = cms
+        .get("egress-proxy-tls-go")
+        .await
+        .expect("managed ConfigMap");
+    let go_data = go_cm.data.unwrap_or_default();
+    assert_eq!(
+        go_data.get("ca-bundle.crt"),
+        Some(&team_ca),
+        "Replace: the team's CA only"
+    );
+
+    // The probe Job of a java policy with trust: created and its Pod read.
+    eventually("the trust probe's Pod read", || async {
+        let p = env.policy("team-a", "tls-probe").await;
+        let c = p
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Verified")?;
+        c.message.contains("ErrImagePull").then_some(())
+    })
+    .await;
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "team-a")
+        .list(&Default::default())
+        .await
+        .expect("jobs");
+    let probe = jobs
+        .items
+        .iter()
+        .find(|j| {
+            j.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("egressproxy.io/policy"))
+                .map(String::as_str)
+                == Some("tls-probe")
+        })
+        .expect("the probe Job");
+    let pod = probe.spec.as_ref().map(|s| &s.template).expect("template");
+    assert_eq!(trust_seen(pod).mounted, ["probe"]);
+
+    // The policies go: everything of trust goes, the workload's own volume and options stay.
+    let policies = Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(
+        env.client.clone(),
+        "team-a",
+    );
+    for name in ["tls-java", "tls-go"] {
+        policies
+            .delete(name, &Default::default())
+            .await
+            .expect("delete policy");
+    }
+    eventually("the trust taken out again", || async {
+        let jvm = env.deployment("team-a", "jvm-tls").await;
+        let go = env.deployment("team-a", "go-tls").await;
+        let report = cron_template(&env, "go-report").await;
+        let none = [common::template(&jvm), common::template(&go), &report]
+            .iter()
+            .all(|t| trust_seen(t) == TrustSeen::default());
+        let options = common::env(common::container(&jvm, "app"), "JAVA_TOOL_OPTIONS")
+            .and_then(|e| e.value.clone());
+        (none && options.as_deref() == Some("-Xmx256m")).then_some(())
+    })
+    .await;
+    let jvm = env.deployment("team-a", "jvm-tls").await;
+    let spec = common::template(&jvm).spec.as_ref().expect("pod spec");
+    let own = serde_json::to_value(&spec.volumes).expect("json");
+    assert_eq!(own, json!([{"name": "data", "emptyDir": {}}]));
+    let app = common::container(&jvm, "app");
+    assert_eq!(
+        serde_json::to_value(&app.volume_mounts).expect("json"),
+        json!([{"name": "data", "mountPath": "/data"}])
+    );
+    let logs = op.stop();
+    assert!(!logs.contains("denied request"), "{logs}");
+    assert!(
+        !logs.contains("BEGIN CERTIFICATE"),
+        "a certificate in the logs"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
