@@ -19,11 +19,16 @@ ADMISSION_HEADER = """\
 # opted-in namespaces; this narrows each write to what the operator does:
 # - Secrets and ConfigMaps: only named egress-proxy-*, labelled
 #   app.kubernetes.io/managed-by=egress-proxy-operator (before and after), Secrets of type
-#   Opaque;
-# - Deployments, StatefulSets, DaemonSets: updates only (no create or delete), changing only
-#   the proxy variables of containers and init containers and the pod-template annotations
-#   egressproxy.io/config-hash and egressproxy.io/credential: never an image, command, securityContext, serviceAccountName,
-#   volumes, replicas or anything else;
+#   Opaque; a ConfigMap's values by key: NO_PROXY characters, PEM certificates as
+#   ca-bundle.crt, the fixed wgetrc and trust paths, binaryData only truststore.p12;
+# - Deployments, StatefulSets, DaemonSets, CronJobs: updates only (no create or delete),
+#   changing only the proxy and trust variables of containers and init containers, the
+#   read-only trust volume egress-proxy-trust (a configMap volume of an egress-proxy-*
+#   ConfigMap) and its mounts at /etc/egress-proxy/trust, and the pod-template annotations
+#   egressproxy.io/config-hash, egressproxy.io/credential and egressproxy.io/trust-bundle:
+#   never an image, command, securityContext, serviceAccountName, another volume or mount,
+#   replicas or anything else;
+# - probe Jobs: created only in the allow-listed shape (docs/security.md);
 # - EgressProxyPolicies: only their finalizers (status is a separate subresource).
 # It matches the operator's ServiceAccount only; nobody else's writes are affected.
 # See docs/security.md.
@@ -45,8 +50,8 @@ RBAC_HEADER = """\
 # TokenReviews and SubjectAccessReviews (who may scrape /metrics).
 # It may not read any Secret or ConfigMap cluster-wide and may write nothing in a namespace
 # until that namespace's admin binds the tenant role below there (deploy/tenant.yaml), and it
-# may read a Secret of another namespace only when the Secret's owner grants that one Secret
-# (deploy/source-grant.yaml).
+# may read a Secret or CA ConfigMap of another namespace only when its owner grants that one
+# object (deploy/source-grant.yaml).
 #
 # Generated from the Helm chart (charts/egress-proxy-operator/templates/rbac.yaml, release
 # egress-proxy-operator in egress-proxy-system, default values): edit the chart, then run
@@ -229,6 +234,7 @@ def values_reach_the_objects() -> None:
         "serviceCIDRs": ["10.96.0.0/12"], "podCIDRs": ["10.244.0.0/16", "fd00::/48"],
         "logLevel": "debug", "logFormat": "text", "extraArgs": ["--workers=4"],
         "verification": {"probeImage": "registry.local/epo-probe:1"},
+        "trustRoots": {"configMap": "base-roots", "key": "debian.pem"},
         "image": {"repository": "registry.local/epo", "digest": "sha256:" + "a" * 64},
         "tenantNamespaces": ["team-a"], "leaderElection": {"enabled": False}, "replicaCount": 1,
         "podDisruptionBudget": {"enabled": False}, "priorityClassName": "system-cluster-critical",
@@ -243,11 +249,17 @@ def values_reach_the_objects() -> None:
     expect(c["args"] == [
         "run", "--admin-addr=0.0.0.0:8080", "--metrics-auth=kubernetes",
         "--probe-image=registry.local/epo-probe:1",
+        "--trust-roots=/etc/egress-proxy-operator/trust-roots/debian.pem",
         "--namespace=team-a", "--namespace=team-b",
         "--cluster-domain=corp.local", "--service-cidr=10.96.0.0/12", "--pod-cidr=10.244.0.0/16",
         "--pod-cidr=fd00::/48", "--log-level=debug", "--log-format=text", "--workers=4",
     ], f"args {c['args']}")
     expect(c["image"] == "registry.local/epo@sha256:" + "a" * 64, c["image"])
+    expect(c["volumeMounts"] == [{"name": "trust-roots", "readOnly": True,
+                                  "mountPath": "/etc/egress-proxy-operator/trust-roots"}],
+           f"trust roots mount {c.get('volumeMounts')}")
+    expect(pod["spec"]["volumes"] == [{"name": "trust-roots", "configMap": {"name": "base-roots"}}],
+           f"trust roots volume {pod['spec'].get('volumes')}")
     vap = one(objs, "ValidatingAdmissionPolicy")
     probe_rule = [v["expression"] for v in vap["spec"]["validations"]
                   if "c.image ==" in v["expression"]]

@@ -58,6 +58,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - {{ printf "--admin-addr=0.0.0.0:%v" .Values.admin.port | quote }}
 - {{ printf "--metrics-auth=%s" .Values.metrics.auth | quote }}
 - {{ printf "--probe-image=%s" (include "epo.probeImage" .) | quote }}
+{{- if .Values.trustRoots.configMap }}
+- {{ printf "--trust-roots=/etc/egress-proxy-operator/trust-roots/%s" .Values.trustRoots.key | quote }}
+{{- end }}
 {{- if .Values.watchNamespaces }}
 {{- range .Values.watchNamespaces }}
 - {{ printf "--namespace=%s" . | quote }}
