@@ -227,7 +227,9 @@ const DIGEST: &str = "sha256:";
 pub(super) fn template_fields(kind: WorkloadKind) -> &'static str {
     match kind {
         WorkloadKind::CronJob => "/f:spec/f:jobTemplate/f:spec/f:template",
-        _ => "/f:spec/f:template",
+        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => {
+            "/f:spec/f:template"
+        }
     }
 }
 

@@ -468,7 +468,15 @@ fn matches_subdomains_too(dialect: Dialect, name: &str) -> bool {
     match dialect {
         Dialect::NodeAxios | Dialect::NodeProxyFromEnv | Dialect::Java => false,
         Dialect::PythonHttpx => name != "localhost",
-        _ => true,
+        Dialect::Portable
+        | Dialect::Curl
+        | Dialect::Wget
+        | Dialect::Go
+        | Dialect::PythonUrllib
+        | Dialect::PythonRequests
+        | Dialect::NodeUndici
+        | Dialect::Ruby
+        | Dialect::RustReqwest => true,
     }
 }
 

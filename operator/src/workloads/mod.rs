@@ -137,7 +137,7 @@ pub(crate) fn kind_name(kind: WorkloadKind) -> &'static str {
 pub(crate) fn api_version(kind: WorkloadKind) -> &'static str {
     match kind {
         WorkloadKind::CronJob => "batch/v1",
-        _ => "apps/v1",
+        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => "apps/v1",
     }
 }
 
@@ -146,7 +146,9 @@ pub(crate) fn api_version(kind: WorkloadKind) -> &'static str {
 pub(crate) fn at_template(kind: WorkloadKind, template: Value) -> Value {
     match kind {
         WorkloadKind::CronJob => json!({"spec": {"jobTemplate": {"spec": {"template": template}}}}),
-        _ => json!({"spec": {"template": template}}),
+        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => {
+            json!({"spec": {"template": template}})
+        }
     }
 }
 

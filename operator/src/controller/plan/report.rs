@@ -721,7 +721,9 @@ fn slots_status(
         RotationPhase::Blocked => (true, event::ROTATION_BLOCKED),
         RotationPhase::Stalled => (true, event::ROTATION_STALLED),
         RotationPhase::Complete => (false, event::CREDENTIAL_REVOCABLE),
-        _ => return events,
+        RotationPhase::Verifying | RotationPhase::Rolling | RotationPhase::Draining => {
+            return events;
+        }
     };
     if entered {
         events.push(note(warning, reason, r.message.clone()));

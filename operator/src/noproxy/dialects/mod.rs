@@ -204,7 +204,13 @@ pub(crate) fn cidr_support(d: Dialect) -> (bool, bool) {
     match d {
         Dialect::Go | Dialect::RustReqwest | Dialect::NodeAxios => (true, true),
         Dialect::Curl | Dialect::PythonRequests | Dialect::Ruby => (true, false),
-        _ => (false, false),
+        Dialect::Portable
+        | Dialect::Wget
+        | Dialect::PythonUrllib
+        | Dialect::PythonHttpx
+        | Dialect::NodeProxyFromEnv
+        | Dialect::NodeUndici
+        | Dialect::Java => (false, false),
     }
 }
 
