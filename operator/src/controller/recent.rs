@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 
-use super::plan::{ConfigMapData, HOLD};
+use super::plan::{ConfigMapData, HOLD, Marker};
 use crate::api::{CredentialSlotStatus, EgressProxyPolicyStatus, WorkloadKind};
 use crate::workloads::WorkloadId;
 
@@ -129,7 +129,7 @@ impl<K: Eq + Hash + Clone, V: Clone> Writes<K, V> {
 pub(crate) struct Recent {
     secrets: Writes<Key, BTreeMap<String, ByteString>>,
     config_maps: Writes<Key, ConfigMapData>,
-    workloads: Writes<WorkloadId, String>,
+    workloads: Writes<WorkloadId, Marker>,
     statuses: Writes<Key, EgressProxyPolicyStatus>,
     failures: Mutex<HashMap<Key, u32>>,
     /// Statuses that only tell that workloads roll, waiting, per policy.
@@ -301,7 +301,7 @@ impl Recent {
     }
 
     /// The remembered workload writes of one namespace.
-    pub(crate) fn workloads_in(&self, namespace: &str) -> BTreeMap<WorkloadId, String> {
+    pub(crate) fn workloads_in(&self, namespace: &str) -> BTreeMap<WorkloadId, Marker> {
         let now = Instant::now();
         let Ok(m) = self.workloads.0.lock() else {
             return BTreeMap::new();
@@ -317,7 +317,7 @@ impl Recent {
         id: WorkloadId,
         cached: Option<&String>,
         after: Option<String>,
-        what: String,
+        what: Marker,
     ) {
         self.workloads.remember(id, cached, after, what);
     }
@@ -483,7 +483,7 @@ mod tests {
         let r = Recent::default();
         for i in 0..10_000 {
             let id = workload(i);
-            r.wrote_workload(id.clone(), None, rv("2"), "h".into());
+            r.wrote_workload(id.clone(), None, rv("2"), Marker::Hash("h".into()));
             let k = key(&id.namespace, &id.name);
             r.wrote_status(k.clone(), None, rv("3"), EgressProxyPolicyStatus::default());
             assert_eq!(r.failed(k.clone()), 1);
@@ -509,7 +509,7 @@ mod tests {
     fn what_no_delete_event_ends_is_pruned() {
         let r = Recent::default();
         for i in 0..1_000 {
-            r.wrote_workload(workload(i), None, rv("2"), "h".into());
+            r.wrote_workload(workload(i), None, rv("2"), Marker::Hash("h".into()));
         }
         r.failed(key("a", "gone"));
         r.failed(key("a", "kept"));

@@ -148,7 +148,7 @@ struct Observation {
     config_map: Observed<ConfigMapData>,
     workloads: Vec<WorkloadView>,
     jobs: Vec<JobView>,
-    recent: BTreeMap<WorkloadId, String>,
+    recent: BTreeMap<WorkloadId, plan::Marker>,
     previous: crate::api::EgressProxyPolicyStatus,
     new_key: Vec<u8>,
 }

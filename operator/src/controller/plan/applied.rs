@@ -11,8 +11,8 @@ use super::slots::{self, Stage};
 use super::trust::Trusted;
 use super::verify::{self, ProbeRun};
 use super::{
-    Change, ConfigMapData, FINALIZER, Inputs, Plan, SecretData, Unwritable, Verdict, WorkloadWrite,
-    labelled_for, left_behind, managed_meta, own_names, release, selects_with,
+    Change, ConfigMapData, FINALIZER, Inputs, Marker, Plan, SecretData, Unwritable, Verdict,
+    WorkloadWrite, labelled_for, left_behind, managed_meta, own_names, release, selects_with,
 };
 use crate::api::WorkloadKind;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy, VerificationStatus};
@@ -414,7 +414,10 @@ fn inject(
             data.0.insert(k, ByteString(b));
         }
     }
-    let written = i.recent.get(&v.id) == Some(&applied.hash);
+    let written = i
+        .recent
+        .get(&v.id)
+        .is_some_and(|m| m.is_hash(&applied.hash));
     applied.mine.push(Managed {
         id: v.id.clone(),
         needs_write: decided.write != Write::None,
@@ -429,7 +432,7 @@ fn inject(
         id: v.id.clone(),
         resource_version: v.resource_version.clone(),
         write: decided.write,
-        marker: applied.hash.clone(),
+        marker: Marker::Hash(applied.hash.clone()),
     }))
 }
 
@@ -511,7 +514,7 @@ fn budgeted(i: &Inputs, a: &Applied, injections: Vec<WorkloadWrite>) -> Vec<Work
             break;
         }
         budget -= 1;
-        if i.recent.get(&w.id) != Some(&a.hash) {
+        if !i.recent.get(&w.id).is_some_and(|m| m.is_hash(&a.hash)) {
             out.push(w);
         }
     }

@@ -45,8 +45,21 @@ pub const HASH_KEY: &str = "hash-key";
 /// Secret data key naming the source Secret (`namespace/name`) of the credential held under
 /// the bare keys, as written before credential slots.
 pub const SOURCE_KEY: &str = "source-secret";
-/// What is remembered for a release write until the cache shows it.
-pub const CLEANED: &str = "cleaned";
+/// What a write to a workload leaves in its template, remembered until the cache shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marker {
+    /// An injection: the config hash written.
+    Hash(String),
+    /// A release: this policy's entries taken out.
+    Released,
+}
+
+impl Marker {
+    /// Whether this is the injection of `hash`.
+    pub fn is_hash(&self, hash: &str) -> bool {
+        matches!(self, Marker::Hash(h) if h == hash)
+    }
+}
 
 /// The managed Secret's data. `Debug` shows the keys only: the values are credentials.
 #[derive(Clone, Default, PartialEq)]
@@ -169,8 +182,8 @@ pub struct Inputs<'a> {
     pub workloads: &'a [WorkloadView],
     /// The Jobs of the namespace when the policy may select CronJobs (else empty).
     pub jobs: &'a [JobView],
-    /// Writes to workloads the caches have not seen yet: the hash written, or [`CLEANED`].
-    pub recent: &'a BTreeMap<WorkloadId, String>,
+    /// Writes to workloads the caches have not seen yet.
+    pub recent: &'a BTreeMap<WorkloadId, Marker>,
     pub previous: &'a EgressProxyPolicyStatus,
     /// 32 random bytes, used as the config-hash key when the managed Secret has none.
     pub new_key: &'a [u8],
@@ -202,13 +215,13 @@ pub struct WorkloadWrite {
     pub resource_version: Option<String>,
     /// [`Write::Apply`] or [`Write::Patch`]; never [`Write::None`].
     pub write: Write,
-    /// Remembered until the cache shows the write: the config hash, or [`CLEANED`].
-    pub marker: String,
+    /// Remembered until the cache shows the write.
+    pub marker: Marker,
 }
 
 impl WorkloadWrite {
     pub fn is_release(&self) -> bool {
-        self.marker == CLEANED
+        self.marker == Marker::Released
     }
 
     /// The write to send, fenced: it carries the resourceVersion the plan was computed
@@ -586,7 +599,7 @@ fn release(
     v: &WorkloadView,
     data: &SecretData,
 ) -> Result<Option<WorkloadWrite>, Unwritable> {
-    if i.recent.get(&v.id).map(String::as_str) == Some(CLEANED) {
+    if i.recent.get(&v.id) == Some(&Marker::Released) {
         return Ok(None);
     }
     let own = own_names(i.policy);
@@ -603,7 +616,7 @@ fn release(
         id: v.id.clone(),
         resource_version: v.resource_version.clone(),
         write: Write::Patch(patch),
-        marker: CLEANED.into(),
+        marker: Marker::Released,
     }))
 }
 
@@ -651,7 +664,7 @@ mod fence_tests {
             },
             resource_version: rv.map(str::to_owned),
             write: w,
-            marker: "v2-abc".into(),
+            marker: Marker::Hash("v2-abc".into()),
         }
     }
 

@@ -194,7 +194,7 @@ fn workload(
     target: &str,
     hash: Option<&str>,
 ) -> rotation::Workload {
-    let written = hash.is_some() && i.recent.get(&v.id).map(String::as_str) == hash;
+    let written = hash.is_some_and(|h| i.recent.get(&v.id).is_some_and(|m| m.is_hash(h)));
     let current = written || (hash.is_some() && workloads::current_hash(&v.template) == hash);
     rotation::Workload {
         name: v.id.to_string(),
