@@ -5,7 +5,7 @@
 
 mod auth;
 
-pub use auth::Verdict;
+pub use auth::Access;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -142,8 +142,8 @@ impl Admin {
         };
         let text = "text/plain";
         match reviewer.check(headers).await {
-            Ok(Verdict::Allowed) => None,
-            Ok(Verdict::Unauthenticated) => {
+            Ok(Access::Allowed) => None,
+            Ok(Access::Unauthenticated) => {
                 let body = "Unauthorized: a bearer token the API server accepts is required\n";
                 let mut r = reply(StatusCode::UNAUTHORIZED, text, body.into());
                 r.headers_mut().insert(
@@ -152,7 +152,7 @@ impl Admin {
                 );
                 Some(r)
             }
-            Ok(Verdict::Forbidden) => {
+            Ok(Access::Forbidden) => {
                 let body = "Forbidden: the token's user may not get /metrics\n";
                 Some(reply(StatusCode::FORBIDDEN, text, body.into()))
             }

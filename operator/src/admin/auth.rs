@@ -32,7 +32,7 @@ const IN_FLIGHT: usize = 4;
 
 /// The decision about one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Access {
     /// 200: the token's user may get `/metrics`.
     Allowed,
     /// 401: no bearer token, or one the API server does not accept.
@@ -108,7 +108,7 @@ fn digest(token: &str) -> Digest {
 #[derive(Debug)]
 pub struct Cache {
     max: usize,
-    entries: HashMap<Digest, (Instant, Verdict)>,
+    entries: HashMap<Digest, (Instant, Access)>,
 }
 
 impl Cache {
@@ -119,17 +119,17 @@ impl Cache {
         }
     }
 
-    pub fn get(&self, token: &str, now: Instant) -> Option<Verdict> {
+    pub fn get(&self, token: &str, now: Instant) -> Option<Access> {
         let (until, v) = self.entries.get(&digest(token))?;
         (now < *until).then_some(*v)
     }
 
     /// Keeps `v` for its TTL. When full, expired entries go first, then the one expiring
     /// soonest.
-    pub fn put(&mut self, token: &str, v: Verdict, now: Instant) {
+    pub fn put(&mut self, token: &str, v: Access, now: Instant) {
         let ttl = match v {
-            Verdict::Allowed => TTL_ALLOWED,
-            Verdict::Unauthenticated | Verdict::Forbidden => TTL_DENIED,
+            Access::Allowed => TTL_ALLOWED,
+            Access::Unauthenticated | Access::Forbidden => TTL_DENIED,
         };
         let key = digest(token);
         if !self.entries.contains_key(&key) && self.entries.len() >= self.max {
@@ -168,9 +168,9 @@ impl Reviewer {
     }
 
     /// The decision for a request with these headers.
-    pub async fn check(&self, headers: &HeaderMap) -> Result<Verdict, ReviewFailed> {
+    pub async fn check(&self, headers: &HeaderMap) -> Result<Access, ReviewFailed> {
         let Some(token) = bearer(headers) else {
-            return Ok(Verdict::Unauthenticated);
+            return Ok(Access::Unauthenticated);
         };
         if let Some(v) = self.cached(token) {
             return Ok(v);
@@ -190,29 +190,29 @@ impl Reviewer {
         Ok(v)
     }
 
-    fn cached(&self, token: &str) -> Option<Verdict> {
+    fn cached(&self, token: &str) -> Option<Access> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         cache.get(token, Instant::now())
     }
 
-    async fn review(&self, token: &str) -> Result<Verdict, ReviewFailed> {
+    async fn review(&self, token: &str) -> Result<Access, ReviewFailed> {
         let pp = PostParams::default();
         let tokens = Api::<TokenReview>::all(self.client.clone());
         let answer = tokens.create(&pp, &token_review(token)).await;
         let review = answer.map_err(|e| failed("TokenReview", &e))?;
         let Some(user) = reviewed_user(&review) else {
             tracing::debug!("admin endpoint: /metrics with a token the API server does not accept");
-            return Ok(Verdict::Unauthenticated);
+            return Ok(Access::Unauthenticated);
         };
         let access = Api::<SubjectAccessReview>::all(self.client.clone());
         let answer = access.create(&pp, &access_review(&user)).await;
         let review = answer.map_err(|e| failed("SubjectAccessReview", &e))?;
         if allowed(&review) {
-            return Ok(Verdict::Allowed);
+            return Ok(Access::Allowed);
         }
         let name = user.username.unwrap_or_default();
         tracing::debug!(user = %name, "admin endpoint: /metrics refused, the user may not get it");
-        Ok(Verdict::Forbidden)
+        Ok(Access::Forbidden)
     }
 }
 
@@ -302,9 +302,9 @@ mod tests {
     fn decisions_expire_and_the_cache_stays_bounded() {
         let t0 = Instant::now();
         let mut c = Cache::new(2);
-        c.put("a", Verdict::Allowed, t0);
-        c.put("b", Verdict::Forbidden, t0);
-        assert_eq!(c.get("a", t0 + TTL_DENIED), Some(Verdict::Allowed));
+        c.put("a", Access::Allowed, t0);
+        c.put("b", Access::Forbidden, t0);
+        assert_eq!(c.get("a", t0 + TTL_DENIED), Some(Access::Allowed));
         assert_eq!(
             c.get("b", t0 + TTL_DENIED),
             None,
@@ -312,9 +312,9 @@ mod tests {
         );
         assert_eq!(c.get("a", t0 + TTL_ALLOWED), None);
         // Full: the entry expiring soonest ("b") makes room.
-        c.put("c", Verdict::Unauthenticated, t0 + Duration::from_secs(1));
+        c.put("c", Access::Unauthenticated, t0 + Duration::from_secs(1));
         assert_eq!(c.entries.len(), 2);
-        assert_eq!(c.get("a", t0), Some(Verdict::Allowed));
+        assert_eq!(c.get("a", t0), Some(Access::Allowed));
         assert_eq!(c.get("b", t0), None);
         // Only digests are kept.
         assert!(!format!("{c:?}").contains("\"a\""));

@@ -181,7 +181,7 @@ pub async fn run(
         settings.source_recheck,
         settings.metrics.clone(),
     ));
-    let shared = Scope {
+    let shared = Common {
         client: &client,
         settings: &settings,
         discovery: &discovery,
@@ -226,7 +226,7 @@ async fn preflight(client: &Client, settings: &Settings) -> Result<(), RunError>
 type Stop = Shared<futures::future::BoxFuture<'static, ()>>;
 
 /// What every controller shares.
-struct Scope<'a> {
+struct Common<'a> {
     client: &'a Client,
     settings: &'a Settings,
     discovery: &'a ctx::Discovery,
@@ -260,7 +260,7 @@ impl Parts {
     }
 }
 
-impl Scope<'_> {
+impl Common<'_> {
     /// Starts the caches of one scope (a namespace, or the cluster) and returns its
     /// controller, which runs until `stop`.
     fn controller(

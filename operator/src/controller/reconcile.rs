@@ -24,7 +24,7 @@ use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
     SlotRead, SourceProblem, SourceRead,
 };
-use super::tenancy::Managed;
+use super::tenancy::NamespaceCaches;
 use super::watches::SourceKind;
 use super::{Ctx, FINALIZER, REPORTER};
 use crate::api::{CredentialSlot, EgressProxyPolicy, TrustSource, TrustSpec, WorkloadKind};
@@ -157,7 +157,7 @@ struct Executor {
     policy: Arc<EgressProxyPolicy>,
     ctx: Arc<Ctx>,
     /// The managed-object caches of the policy's namespace.
-    caches: Managed,
+    caches: NamespaceCaches,
     ns: String,
     name: String,
     /// Name of the managed Secret and ConfigMap.

@@ -56,13 +56,13 @@ impl Denial {
 
 /// The managed-object caches of one namespace.
 #[derive(Clone)]
-pub(crate) struct Managed {
+pub(crate) struct NamespaceCaches {
     pub(crate) secrets: Store<Secret>,
     pub(crate) config_maps: Store<ConfigMap>,
     denials: [Arc<Denial>; 2],
 }
 
-impl Managed {
+impl NamespaceCaches {
     /// Why the API server refuses the operator this namespace's managed objects, if it does.
     pub(crate) fn denied(&self) -> Option<String> {
         self.denials.iter().find_map(|d| d.get())
@@ -97,7 +97,7 @@ pub(crate) struct Tenancy {
     /// How often a source Secret's watch is re-established, so that a withdrawn grant
     /// (which ends no watch) is noticed.
     source_recheck: Duration,
-    namespaces: Mutex<HashMap<String, (Managed, [AbortHandle; 2])>>,
+    namespaces: Mutex<HashMap<String, (NamespaceCaches, [AbortHandle; 2])>>,
     sources: Mutex<HashMap<Source, AbortHandle>>,
     tasks: Mutex<JoinSet<()>>,
     metrics: Arc<Metrics>,
@@ -124,7 +124,7 @@ impl Tenancy {
     }
 
     /// The managed-object caches of `ns`, started on first use.
-    pub(crate) fn managed(&self, ns: &str) -> Managed {
+    pub(crate) fn managed(&self, ns: &str) -> NamespaceCaches {
         let mut namespaces = self.namespaces.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((m, _)) = namespaces.get(ns) {
             return m.clone();
@@ -133,7 +133,7 @@ impl Tenancy {
         let denials = [Arc::new(Denial::default()), Arc::new(Denial::default())];
         let (secrets, s) = self.managed_cache::<Secret>(&mut tasks, ns, &denials[0]);
         let (config_maps, c) = self.managed_cache::<ConfigMap>(&mut tasks, ns, &denials[1]);
-        let m = Managed {
+        let m = NamespaceCaches {
             secrets,
             config_maps,
             denials,

@@ -90,7 +90,7 @@ pub fn expect_name(e: ExpectedPath) -> &'static str {
 /// The verdict for one endpoint: what path was taken, whether that is the expected one, and
 /// if not, why in words.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Judgement {
     pub got: Got,
     pub ok: bool,
     pub status_code: Option<u16>,
@@ -154,7 +154,7 @@ fn refusal(code: u16) -> (Got, Option<u16>, Option<String>) {
 }
 
 /// Judges one endpoint: the path the observation proves against the one expected.
-pub fn judge(expect: ExpectedPath, obs: &Observation) -> Verdict {
+pub fn judge(expect: ExpectedPath, obs: &Observation) -> Judgement {
     let Some(attempt) = &obs.attempt else {
         let why = match &obs.route {
             Route::Undecided(why) => why.clone(),
@@ -173,7 +173,7 @@ pub fn judge(expect: ExpectedPath, obs: &Observation) -> Verdict {
     } else {
         Some(mismatch(expect, &obs.route, got, status_code, problem))
     };
-    Verdict {
+    Judgement {
         got,
         ok: error.is_none(),
         status_code,
@@ -181,8 +181,8 @@ pub fn judge(expect: ExpectedPath, obs: &Observation) -> Verdict {
     }
 }
 
-fn fail(status_code: Option<u16>, error: String) -> Verdict {
-    Verdict {
+fn fail(status_code: Option<u16>, error: String) -> Judgement {
+    Judgement {
         got: Got::Failed,
         ok: false,
         status_code,

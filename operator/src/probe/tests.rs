@@ -17,8 +17,8 @@ fn obs(route: Route, attempt: Outcome) -> Observation {
     }
 }
 
-fn verdict(got: Got, ok: bool, code: Option<u16>, error: Option<&str>) -> Verdict {
-    Verdict {
+fn verdict(got: Got, ok: bool, code: Option<u16>, error: Option<&str>) -> Judgement {
+    Judgement {
         got,
         ok,
         status_code: code,

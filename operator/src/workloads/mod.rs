@@ -198,7 +198,7 @@ pub enum Write {
 
 /// The decision for one workload.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct TemplatePlan {
     pub write: Write,
     /// Own entries kept (`Keep`): reported, the pair is not injected in that container.
     pub conflicts: Vec<EnvConflict>,
@@ -580,7 +580,7 @@ pub fn plan(
     id: &WorkloadId,
     template: &PodTemplateSpec,
     inj: &Injection,
-) -> Result<Plan, EncodeError> {
+) -> Result<TemplatePlan, EncodeError> {
     let mut found = Findings::default();
     let taken = inj.trust.is_some() && mount::volume_taken(template, inj.managed);
     if taken {
@@ -625,7 +625,7 @@ pub fn plan(
     } else {
         Write::Apply(apply_body(id, &plans, inj, volume)?)
     };
-    Ok(Plan {
+    Ok(TemplatePlan {
         write,
         conflicts: found.conflicts,
         overridden: found.overridden,

@@ -12,7 +12,7 @@ const CREDENTIAL: &str = "egress-proxy-corp/main";
 const PW: &str = "Sentinel9Pw";
 
 /// The module's `plan`, for templates that always encode.
-fn plan(id: &WorkloadId, t: &PodTemplateSpec, inj: &Injection) -> Plan {
+fn plan(id: &WorkloadId, t: &PodTemplateSpec, inj: &Injection) -> TemplatePlan {
     super::plan(id, t, inj).expect("encodes")
 }
 

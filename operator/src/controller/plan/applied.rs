@@ -11,7 +11,7 @@ use super::slots::{self, Stage};
 use super::trust::Trusted;
 use super::verify::{self, ProbeRun};
 use super::{
-    Change, ConfigMapData, FINALIZER, Inputs, Marker, Plan, SecretData, Unwritable, Verdict,
+    Change, ConfigMapData, FINALIZER, Inputs, Marker, Plan, SecretData, Standing, Unwritable,
     WorkloadWrite, labelled_for, left_behind, managed_meta, own_names, release, selects_with,
 };
 use crate::api::WorkloadKind;
@@ -48,7 +48,7 @@ pub(super) struct Applied {
     pub hash: String,
     pub paused: bool,
     /// The workloads this policy manages, in id order.
-    pub mine: Vec<Managed>,
+    pub mine: Vec<ManagedWorkload>,
     /// Selected, but still carrying another policy's entries.
     pub held: Vec<String>,
     /// Selected, but an older policy manages them.
@@ -71,7 +71,7 @@ pub(super) struct Applied {
 
 /// One managed workload.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Managed {
+pub(super) struct ManagedWorkload {
     pub id: WorkloadId,
     /// Its template is not (yet, as far as the cache shows) on the current config.
     pub needs_write: bool,
@@ -194,7 +194,7 @@ pub(super) fn plan(
             }
         }
     }
-    plan.verdict = Verdict::Applied(Box::new(applied));
+    plan.verdict = Standing::Applied(Box::new(applied));
     plan
 }
 
@@ -372,7 +372,7 @@ fn inject(
     {
         // None of the named containers: nothing to inject, and no annotation-only write
         // that would restart its Pods for nothing.
-        applied.mine.push(Managed {
+        applied.mine.push(ManagedWorkload {
             id: v.id.clone(),
             needs_write: false,
             written: false,
@@ -418,7 +418,7 @@ fn inject(
         .recent
         .get(&v.id)
         .is_some_and(|m| m.is_hash(&applied.hash));
-    applied.mine.push(Managed {
+    applied.mine.push(ManagedWorkload {
         id: v.id.clone(),
         needs_write: decided.write != Write::None,
         written,

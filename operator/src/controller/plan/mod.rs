@@ -290,7 +290,7 @@ pub struct Plan {
     pub create_probe: Option<k8s_openapi::api::batch::v1::Job>,
     /// Workloads whose write could not be built (reported like a failed write).
     unwritable: Vec<(WorkloadId, String)>,
-    verdict: Verdict,
+    verdict: Standing,
     previous: EgressProxyPolicyStatus,
     generation: Option<i64>,
 }
@@ -306,7 +306,7 @@ pub struct Blocker {
 
 /// What the status will say.
 #[derive(Debug, Clone, PartialEq)]
-enum Verdict {
+enum Standing {
     /// Being deleted: no status, only the cleanup.
     Deleting,
     Suspended,
@@ -411,18 +411,18 @@ pub fn plan(i: &Inputs) -> Plan {
         needs_probe: None,
         create_probe: None,
         unwritable: Vec::new(),
-        verdict: Verdict::Suspended,
+        verdict: Standing::Suspended,
         previous: i.previous.clone(),
         generation: p.meta().generation,
     };
     if p.meta().deletion_timestamp.is_some() {
-        return release_all(i, plan, Verdict::Deleting);
+        return release_all(i, plan, Standing::Deleting);
     }
     if p.spec.suspend {
         return plan;
     }
     if !i.admitted {
-        let verdict = Verdict::NotAdmitted {
+        let verdict = Standing::NotAdmitted {
             namespace: p.namespace().unwrap_or_default(),
             admission: i.admission.to_owned(),
         };
@@ -492,7 +492,7 @@ fn blocked(
     facts: DiscoveredFacts,
     slots: Option<slots::Stage>,
 ) -> Plan {
-    plan.verdict = Verdict::Blocked {
+    plan.verdict = Standing::Blocked {
         blocker,
         facts: Box::new(facts),
         slots: slots.map(Box::new),
@@ -537,7 +537,7 @@ fn taken(kind: &str, p: &EgressProxyPolicy) -> Blocker {
 /// is released. The managed objects stay (the hash key, and the originals the releases
 /// restore), and so does the finalizer.
 fn revoke(i: &Inputs, plan: Plan, blocker: Blocker, facts: DiscoveredFacts) -> Plan {
-    let verdict = Verdict::Revoked {
+    let verdict = Standing::Revoked {
         blocker,
         facts: Box::new(facts),
     };
@@ -554,7 +554,7 @@ fn revoke(i: &Inputs, plan: Plan, blocker: Blocker, facts: DiscoveredFacts) -> P
 /// Deletion or a namespace that lost the opt-in: release every workload that carries what
 /// this policy added, delete the managed objects, then remove the finalizer. Nothing is
 /// written where the operator was refused access.
-fn release_all(i: &Inputs, mut plan: Plan, verdict: Verdict) -> Plan {
+fn release_all(i: &Inputs, mut plan: Plan, verdict: Standing) -> Plan {
     plan.remove_finalizer = i.policy.finalizers().iter().any(|f| f == FINALIZER);
     plan.verdict = verdict;
     if i.denied.is_some() {

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::applied::Applied;
 use super::slots::Stage;
-use super::{Blocker, Change, Plan, Verdict};
+use super::{Blocker, Change, Plan, Standing};
 use crate::api::reasons::{READY, RECONCILING, STALLED, TRUST_EXPIRING, VERIFIED, event, reason};
 use crate::api::{
     EgressProxyPolicyStatus, RotationCounts, RotationPhase, RotationStatus, UncoveredIntent,
@@ -107,7 +107,7 @@ impl Plan {
         let mut events: Vec<Note> = expiring(&self.previous, status.as_ref())
             .into_iter()
             .collect();
-        if let Verdict::Applied(a) = &self.verdict {
+        if let Standing::Applied(a) = &self.verdict {
             // A configuration is told once, when its rollout starts: not again for the next
             // workloads of a paced rollout, nor for a workload that joins it.
             let fresh = a.mine.iter().all(|m| m.needs_write && !m.written);
@@ -170,9 +170,9 @@ impl Plan {
         let mut status = self.previous.clone();
         let mut rotation_events = Vec::new();
         let (decided, requeue) = match &self.verdict {
-            Verdict::Deleting => return None,
-            Verdict::Suspended => (suspended(), Requeue::AwaitChange),
-            Verdict::NotAdmitted {
+            Standing::Deleting => return None,
+            Standing::Suspended => (suspended(), Requeue::AwaitChange),
+            Standing::NotAdmitted {
                 namespace,
                 admission,
             } => {
@@ -181,7 +181,7 @@ impl Plan {
                 let d = blocked(reason::NAMESPACE_NOT_ENABLED, ns_msg);
                 (d, Requeue::AwaitChange)
             }
-            Verdict::Blocked {
+            Standing::Blocked {
                 blocker,
                 facts,
                 slots,
@@ -192,13 +192,13 @@ impl Plan {
                 }
                 (blocked_by(blocker), Requeue::Resync)
             }
-            Verdict::Revoked { blocker, facts } => {
+            Standing::Revoked { blocker, facts } => {
                 status.discovered = Some(facts.as_ref().clone());
                 status.active_credential = None;
                 status.workloads = Some(WorkloadCounts::default());
                 (revoked(blocker), Requeue::Resync)
             }
-            Verdict::Applied(a) => {
+            Standing::Applied(a) => {
                 let (applied_status, decided, requeue) =
                     applied_status(&self.previous, a, applied, failed);
                 status = applied_status;
