@@ -120,12 +120,34 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         "init container migrate: HTTP_PROXY, http_proxy <- Secret egress-proxy-outbound[slot.blue.HTTP_PROXY]",
         "NO_PROXY, no_proxy <- ConfigMap egress-proxy-outbound[NO_PROXY]",
         "StatefulSet/ledger: egressproxy.io/config-hash=v2-",
+        // The trust example: a CA generated at start, delivered as a read-only mount.
+        "generated the CA of the TLS-inspecting proxy in examples/trust.yaml: \
+         CN=Demo Corp TLS Inspection CA",
+        "EgressProxyPolicy team-d/outbound: Ready=True (Reconciled)",
+        "(roots Keep: webpki-root-certs ",
+        "    CA CN=Demo Corp TLS Inspection CA, O=Demo Corp, notAfter ",
+        "(from ConfigMap team-d/corp-proxy-ca key ca.crt)",
+        "Deployment/reports: egressproxy.io/config-hash=v2-",
+        ", egressproxy.io/trust-bundle=",
+        "container reports: SSL_CERT_FILE <- ConfigMap egress-proxy-outbound[SSL_CERT_FILE]",
+        "container reports: volume egress-proxy-trust at /etc/egress-proxy/trust (read-only)",
     ] {
         assert!(
             report.contains(expected),
             "report lacks {expected:?}:\n{report}"
         );
     }
+    // Every example policy reaches Ready.
+    let policies: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("EgressProxyPolicy "))
+        .collect();
+    assert_eq!(policies.len(), 3, "{report}");
+    assert!(
+        policies.iter().all(|l| l.contains(": Ready=True ")),
+        "{report}"
+    );
+    assert!(!report.contains("PRIVATE KEY"), "{report}");
     assert!(
         !report.contains("example-password") && !report.contains("10.96.0.0/12"),
         "{report}"
@@ -156,6 +178,7 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
     );
     assert!(refs.contains("egress-proxy-outbound"), "{refs}");
     let hash_before = deployment_field(&kc, "team-a", "api", HASH);
+    trust_example_is_delivered(&kc, &report);
 
     // A new password: the demo reports the rollout, the hash changes, team-b is untouched.
     let team_b = deployment_field(&kc, "team-b", "billing", "{.metadata.generation}");
@@ -269,6 +292,72 @@ fn demo_reports_what_it_did_and_kubectl_sees_it() {
         .collect();
     assert!(bad.is_empty(), "{}", logs.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// team-d/reports runs the bundle status.trust names, mounted read-only, and the `explain`
+/// command the demo suggests shows it.
+fn trust_example_is_delivered(kc: &Path, report: &str) {
+    let bundle = kubectl(
+        kc,
+        &[
+            "-n",
+            "team-d",
+            "get",
+            "epp",
+            "outbound",
+            "-o",
+            "jsonpath={.status.trust.bundle}",
+        ],
+    );
+    assert_eq!(bundle.len(), 16, "{bundle:?}");
+    let annotation = "{.spec.template.metadata.annotations.egressproxy\\.io/trust-bundle}";
+    assert_eq!(
+        deployment_field(kc, "team-d", "reports", annotation),
+        bundle
+    );
+    let mount = deployment_field(
+        kc,
+        "team-d",
+        "reports",
+        "{.spec.template.spec.containers[0].volumeMounts[0]}",
+    );
+    let mount: serde_json::Value = serde_json::from_str(&mount).expect("mount JSON");
+    assert_eq!(
+        mount,
+        serde_json::json!({"name": "egress-proxy-trust",
+                           "mountPath": "/etc/egress-proxy/trust", "readOnly": true})
+    );
+    let volume = deployment_field(
+        kc,
+        "team-d",
+        "reports",
+        "{.spec.template.spec.volumes[?(@.name==\"egress-proxy-trust\")].configMap.name}",
+    );
+    assert_eq!(volume, "egress-proxy-outbound");
+
+    // The hint runs as printed, with JSON output.
+    let hint = report
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(" explain --kubeconfig "))
+        .expect("the guide shows explain");
+    let words: Vec<&str> = hint.split_whitespace().collect();
+    let out = Command::new(words[0])
+        .args(&words[1..])
+        .args(["--output", "json"])
+        .output()
+        .expect("run the explain hint");
+    assert!(out.status.success(), "{hint}: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["trust"]["current"], true, "{v}");
+    assert_eq!(v["trust"]["bundle"], bundle.as_str());
+    let t = &v["containers"][0]["trust"];
+    assert_eq!(t["mount"]["kind"], "operator", "{t}");
+    assert_eq!(t["bundle"]["id"], bundle.as_str(), "{t}");
+    assert_eq!(
+        t["bundle"]["certificates"][0]["subject"],
+        "CN=Demo Corp TLS Inspection CA, O=Demo Corp"
+    );
 }
 
 /// The demo's built-in cluster facts without their ServiceCIDR, as a cluster that publishes

@@ -466,3 +466,235 @@ async fn bad_arguments_and_missing_workloads_fail_clearly() {
     assert!(all_text(&out).contains("--workload"), "{}", all_text(&out));
     let _ = std::fs::remove_dir_all(&c.dir);
 }
+
+/// A self-signed CA certificate (PEM) for the trust tests.
+fn ca_pem(cn: &str) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().expect("key");
+    params.self_signed(&key).expect("self-signed").pem()
+}
+
+/// A `java` policy with trust from ConfigMap `corp-ca`; `web` is selected, `own` (not
+/// selected) mounts `corp-ca` itself at the trust directory, its key `ca.crt` as the bundle.
+fn trust_yaml() -> String {
+    let ca = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "corp-ca", "namespace": "shop"},
+        "data": {"ca.crt": ca_pem("Explain Test CA")}});
+    format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {{egressproxy.io/enabled: "true"}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: egress-proxy, namespace: shop}}
+stringData:
+  httpProxy: http://shop:{SENTINEL}@proxy.corp.example:3128
+  httpsProxy: http://shop:{SENTINEL}@proxy.corp.example:3128
+---
+{ca}
+---
+apiVersion: egressproxy.io/v1alpha1
+kind: EgressProxyPolicy
+metadata: {{name: outbound, namespace: shop}}
+spec:
+  workloadSelector: {{matchLabels: {{egress: proxied}}}}
+  proxy:
+    credentials: [{{name: main, secretRef: {{name: egress-proxy}}}}]
+    active: main
+  noProxy: {{dialect: java}}
+  trust:
+    sources: [{{configMap: {{name: corp-ca, key: ca.crt}}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: shop, labels: {{app: web, egress: proxied}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers: [{{name: app, image: temurin:21}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: own, namespace: shop, labels: {{app: own}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: own}}}}
+  template:
+    metadata: {{labels: {{app: own}}}}
+    spec:
+      volumes:
+        - name: certs
+          configMap: {{name: corp-ca, items: [{{key: ca.crt, path: ca-bundle.crt}}]}}
+      containers:
+        - name: app
+          image: own:1
+          volumeMounts: [{{name: certs, mountPath: /etc/egress-proxy/trust}}]
+          env: [{{name: SSL_CERT_FILE, value: /etc/egress-proxy/trust/ca-bundle.crt}}]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explains_a_containers_trust_and_whether_its_bundle_is_current() {
+    let env = Env::new(&trust_yaml()).await;
+    let op = env.start();
+    let policy = wait_reason(&env, "shop", "outbound", "Reconciled").await;
+    let status = policy.status.and_then(|s| s.trust).expect("status.trust");
+    let bundle = status.bundle.clone();
+    eventually("web carries the policy's bundle", || async {
+        let d = env.deployment("shop", "web").await;
+        let a = template(&d).metadata.as_ref()?.annotations.as_ref()?;
+        (a.get("egressproxy.io/trust-bundle") == Some(&bundle)).then_some(())
+    })
+    .await;
+    op.stop().await;
+    let dir = std::env::temp_dir().join(format!(
+        "epo-explain-trust-{}-{}",
+        std::process::id(),
+        env.sim.addr().port()
+    ));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let kc = dir.join("kubeconfig");
+    env.sim.write_kubeconfig(&kc).expect("kubeconfig");
+    let kc = kc.to_string_lossy().into_owned();
+    let url = "https://pypi.org/simple/";
+    let mut outputs = Vec::new();
+
+    let out = explain(
+        &kc,
+        &["--workload", "shop/deploy/web", "--output", "json", url],
+    )
+    .await;
+    let v = json_of(&out);
+    outputs.push(out);
+    assert_eq!(
+        v["trust"],
+        json!({"policy": "outbound", "bundle": bundle, "template": bundle, "current": true})
+    );
+    let t = &container(&v, "app")["trust"];
+    let vars: Vec<(&str, &Value, &Value)> = t["variables"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .map(|x| {
+            (
+                x["name"].as_str().expect("name"),
+                &x["value"],
+                &x["source"]["key"],
+            )
+        })
+        .collect();
+    let file = json!("/etc/egress-proxy/trust/ca-bundle.crt");
+    assert_eq!(
+        vars,
+        [
+            ("SSL_CERT_FILE", &file, &json!("SSL_CERT_FILE")),
+            ("CURL_CA_BUNDLE", &file, &json!("CURL_CA_BUNDLE")),
+            ("REQUESTS_CA_BUNDLE", &file, &json!("REQUESTS_CA_BUNDLE")),
+            ("NODE_EXTRA_CA_CERTS", &file, &json!("NODE_EXTRA_CA_CERTS")),
+            (
+                "WGETRC",
+                &json!("/etc/egress-proxy/trust/wgetrc"),
+                &json!("WGETRC")
+            ),
+        ]
+    );
+    assert_eq!(
+        t["javaTrustStore"],
+        "/etc/egress-proxy/trust/truststore.p12 (PKCS12)"
+    );
+    assert_eq!(
+        t["mount"],
+        json!({"kind": "operator", "volume": "egress-proxy-trust",
+               "configMap": "egress-proxy-outbound", "policy": "outbound", "readOnly": true})
+    );
+    // The mounted bundle is the one status names: the CA first, then the root set.
+    let b = &t["bundle"];
+    assert_eq!(b["id"], json!(bundle), "{b}");
+    let roots = status.root_count.expect("rootCount") as u64;
+    assert_eq!(b["count"], json!(1 + roots), "{b}");
+    assert_eq!(b["certificates"][0]["subject"], "CN=Explain Test CA");
+    assert_eq!(
+        b["certificates"][0]["sha256"],
+        json!(status.certificates[0].sha256)
+    );
+    assert_eq!(t["notes"], json!([]));
+
+    // The workload's own volume at the trust directory: its bundle is read too.
+    let out = explain(
+        &kc,
+        &["--workload", "shop/deploy/own", "--output", "json", url],
+    )
+    .await;
+    let v = json_of(&out);
+    outputs.push(out);
+    assert_eq!(v["trust"], Value::Null);
+    let t = &container(&v, "app")["trust"];
+    assert_eq!(
+        t["mount"],
+        json!({"kind": "other", "volume": "certs", "source": "ConfigMap corp-ca",
+               "readOnly": false})
+    );
+    let b = &t["bundle"];
+    assert_eq!(
+        (&b["key"], &b["count"]),
+        (&json!("ca.crt"), &json!(1)),
+        "{b}"
+    );
+    assert_eq!(b["certificates"][0]["subject"], "CN=Explain Test CA");
+    assert_eq!(
+        t["notes"],
+        json!([
+            "/etc/egress-proxy/trust holds the workload's own volume certs: the operator \
+                mounts no bundle over it"
+        ])
+    );
+
+    // A template on another bundle is not current (the operator is stopped: nothing rolls).
+    env.patch_deployment(
+        "shop",
+        "web",
+        json!({"spec": {"template": {"metadata": {"annotations":
+            {"egressproxy.io/trust-bundle": "0123456789abcdef"}}}}}),
+    )
+    .await;
+    let out = explain(&kc, &["--workload", "shop/deploy/web", url]).await;
+    assert!(out.status.success(), "{}", all_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    outputs.push(out);
+    for expected in [
+        format!(
+            "trust bundle: EgressProxyPolicy outbound delivers {bundle}, the template names \
+             0123456789abcdef (egressproxy.io/trust-bundle): not current"
+        ),
+        "\n  trust:\n    SSL_CERT_FILE        /etc/egress-proxy/trust/ca-bundle.crt  \
+         (ConfigMap egress-proxy-outbound key SSL_CERT_FILE)\n"
+            .to_owned(),
+        "    JVM truststore  /etc/egress-proxy/trust/truststore.p12 (PKCS12)\n".to_owned(),
+        "    mount  /etc/egress-proxy/trust: volume egress-proxy-trust, ConfigMap \
+         egress-proxy-outbound of EgressProxyPolicy outbound, read-only\n"
+            .to_owned(),
+        format!(
+            "    bundle ca-bundle.crt from ConfigMap egress-proxy-outbound ({bundle}): {} \
+             certificate(s)\n      CN=Explain Test CA  (notAfter ",
+            1 + roots
+        ),
+    ] {
+        assert!(text.contains(&expected), "lacks {expected:?}:\n{text}");
+    }
+    for out in &outputs {
+        assert!(!all_text(out).contains(SENTINEL), "{}", all_text(out));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(env);
+}

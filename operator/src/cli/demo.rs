@@ -16,12 +16,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use super::run::{LogArgs, LogFormat, init_logs, shutdown_signal};
-use crate::api::{EgressProxyPolicy, Fact};
+use crate::api::{EgressProxyPolicy, Fact, TrustStatus};
 use crate::controller::{self, READY, Settings};
-use crate::workloads::CONFIG_HASH;
+use crate::workloads::kubelet::trust_dir_mount;
+use crate::workloads::{CONFIG_HASH, TRUST_BUNDLE};
 
 const CLUSTER: &str = include_str!("../../demo/cluster.yaml");
-const EXAMPLES: [(&str, &str); 2] = [
+const EXAMPLES: [(&str, &str); 3] = [
     (
         "examples/single-credential.yaml",
         include_str!("../../../examples/single-credential.yaml"),
@@ -30,7 +31,15 @@ const EXAMPLES: [(&str, &str); 2] = [
         "examples/two-slot.yaml",
         include_str!("../../../examples/two-slot.yaml"),
     ),
+    (
+        "examples/trust.yaml",
+        include_str!("../../../examples/trust.yaml"),
+    ),
 ];
+/// The CA source of examples/trust.yaml, which the demo generates: (namespace, name, key).
+const DEMO_CA: (&str, &str, &str) = ("team-d", "corp-proxy-ca", "ca.crt");
+/// The subject of the generated CA.
+const DEMO_CA_NAME: &str = "Demo Corp TLS Inspection CA";
 
 /// Arguments of `demo`.
 #[derive(Debug, clap::Args)]
@@ -132,7 +141,49 @@ async fn start_cluster(args: &DemoArgs) -> anyhow::Result<kube_sim::KubeSimHandl
             .with_context(|| format!("applying {name}"))?;
         println!("  applied {name} ({n} objects)");
     }
+    let (ns, name, key) = DEMO_CA;
+    let (pem, until) = demo_ca()?;
+    let config_map = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "data": {key: pem},
+    });
+    sim.apply_yaml(&config_map.to_string())
+        .context("the demo CA's ConfigMap")?;
+    println!(
+        "  generated the CA of the TLS-inspecting proxy in examples/trust.yaml: CN={DEMO_CA_NAME}, \
+         valid until {until}, in ConfigMap {ns}/{name} key {key} (its key is discarded)"
+    );
     Ok(sim)
+}
+
+/// A CA certificate (PEM) for the trust example and its notAfter (a date): valid from
+/// yesterday for a year. Its private key is dropped here: nothing ever signs with it.
+fn demo_ca() -> anyhow::Result<(String, String)> {
+    use k8s_openapi::jiff::{Timestamp, ToSpan, tz::TimeZone};
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, date_time_ymd,
+    };
+    let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
+    let (from, until) = (today.yesterday()?, today.checked_add(1.year())?);
+    let ymd = |d: k8s_openapi::jiff::civil::Date| {
+        date_time_ymd(
+            i32::from(d.year()),
+            d.month().unsigned_abs(),
+            d.day().unsigned_abs(),
+        )
+    };
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    let dn = &mut params.distinguished_name;
+    dn.push(DnType::CommonName, DEMO_CA_NAME);
+    dn.push(DnType::OrganizationName, "Demo Corp");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.not_before = ymd(from);
+    params.not_after = ymd(until);
+    let cert = params.self_signed(&KeyPair::generate()?)?;
+    Ok((cert.pem(), until.to_string()))
 }
 
 /// How to explore the cluster; the walk through the examples only when they were applied.
@@ -161,6 +212,17 @@ fn print_hints(kubeconfig: &std::path::Path, examples: bool) {
     );
     println!(
         "  kubectl -n team-b wait epp/outbound --for=jsonpath='{{.status.rotation.phase}}'=Complete"
+    );
+    let exe = std::env::current_exe().map_or("egress-proxy-operator".to_owned(), |p| {
+        p.display().to_string()
+    });
+    println!(
+        "See the generated CA in every client's form in team-d/reports: its variables, the \
+         read-only mount and the bundle's certificates:"
+    );
+    println!(
+        "  {exe} explain --kubeconfig {} --workload team-d/deploy/reports https://pypi.org/",
+        kubeconfig.display()
     );
     println!("\nServing until Ctrl-C. Operator events follow:\n");
 }
@@ -287,8 +349,26 @@ fn policy_lines(p: &EgressProxyPolicy) {
             entries.join(", ")
         );
     }
+    if let Some(t) = &st.trust {
+        trust_lines(t);
+    }
     for w in &st.warnings {
         println!("  warning: {w}");
+    }
+}
+
+/// status.trust: the bundle, its CAs and the roots kept with them.
+fn trust_lines(t: &TrustStatus) {
+    let roots = match (&t.root_set, t.root_count) {
+        (Some(set), Some(n)) => format!("roots {}: {set}, {n} certificates", t.roots),
+        _ => format!("roots {}", t.roots),
+    };
+    println!("  trust bundle {} ({roots})", t.bundle);
+    for c in &t.certificates {
+        println!(
+            "    CA {}, notAfter {} (from {})",
+            c.subject, c.not_after.0, c.source
+        );
     }
 }
 
@@ -337,13 +417,17 @@ async fn workloads_of(client: &Client, ns: &str) -> anyhow::Result<()> {
 }
 
 fn workload_lines(kind: &str, name: &str, t: &PodTemplateSpec) {
-    let hash = t
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.as_ref()?.get(CONFIG_HASH).cloned());
+    let annotation = |key: &str| {
+        let m = t.metadata.as_ref()?;
+        m.annotations
+            .as_ref()?
+            .get(key)
+            .map(|v| format!("{key}={v}"))
+    };
+    let bundle = annotation(TRUST_BUNDLE).map_or(String::new(), |b| format!(", {b}"));
     println!(
-        "  {kind}/{name}: {}",
-        hash.map_or("not injected".to_owned(), |h| format!("{CONFIG_HASH}={h}"))
+        "  {kind}/{name}: {}{bundle}",
+        annotation(CONFIG_HASH).unwrap_or_else(|| "not injected".to_owned())
     );
     let Some(spec) = t.spec.as_ref() else { return };
     let containers: Vec<(&str, &Container)> = spec
@@ -379,6 +463,17 @@ fn workload_lines(kind: &str, name: &str, t: &PodTemplateSpec) {
         for (src, names) in refs {
             println!("      {what} {}: {} <- {src}", c.name, names.join(", "));
         }
+        if let Some(m) = trust_dir_mount(c) {
+            let access = if m.read_only == Some(true) {
+                "read-only"
+            } else {
+                "read-write"
+            };
+            println!(
+                "      {what} {}: volume {} at {} ({access})",
+                c.name, m.name, m.mount_path
+            );
+        }
     }
 }
 
@@ -401,4 +496,32 @@ fn print_event(e: &Event) {
         e.reason.as_deref().unwrap_or(""),
         e.note.as_deref().unwrap_or("")
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    /// examples/trust.yaml names the CA source the demo generates, and the CA passes the
+    /// checks of a trust source.
+    #[test]
+    fn the_trust_example_names_the_generated_ca() {
+        let (ns, name, key) = DEMO_CA;
+        let yaml = EXAMPLES[2].1;
+        let policy = serde_yaml_ng::Deserializer::from_str(yaml)
+            .map(|d| serde_yaml_ng::Value::deserialize(d).unwrap())
+            .find(|d| d["kind"] == "EgressProxyPolicy")
+            .expect("a policy");
+        let policy: EgressProxyPolicy = serde_yaml_ng::from_value(policy).unwrap();
+        assert_eq!(policy.namespace().as_deref(), Some(ns));
+        let source = &policy.spec.trust.as_ref().expect("spec.trust").sources[0];
+        assert_eq!(source.shown(ns), format!("ConfigMap {ns}/{name} key {key}"));
+        let (pem, _) = demo_ca().unwrap();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let certs = crate::trust::parse_source("demo", pem.as_bytes(), now).unwrap();
+        assert_eq!(certs.len(), 1);
+        assert_eq!(certs[0].subject, format!("CN={DEMO_CA_NAME}, O=Demo Corp"));
+        assert!(!pem.contains("PRIVATE KEY"));
+    }
 }

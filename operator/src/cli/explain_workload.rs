@@ -4,23 +4,34 @@
 //! EgressProxyPolicy whose managed objects the container's variables come from, else of the
 //! policy that selects the workload, else every dialect.
 //!
+//! Trust (`spec.trust`): each container's trust variables, what is mounted at the trust
+//! directory and the certificates of the bundle there, and whether the template carries the
+//! bundle its policy delivers now.
+//!
 //! Pure: parsing, the choice of dialects, the report and its text. I/O: [`read`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodTemplateSpec, Secret};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, PodTemplateSpec, Secret, Volume, VolumeMount,
+};
+use k8s_openapi::jiff::Timestamp;
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
 use crate::api::{EgressProxyPolicy, WorkloadKind};
 use crate::credentials::managed_name;
+use crate::noproxy::dialects::java;
 use crate::noproxy::{Decision, Dialect, Env, Explanation, Matcher, Target, redact};
-use crate::workloads::kubelet::{self, ContainerEnv, Fetched, ObjectKind, Objects, Source};
-use crate::workloads::{is_ours, kind_name};
+use crate::trust::{BUNDLE_KEY, Certificate, RootSet, TRUST_DIR, VOLUME};
+use crate::workloads::kubelet::{
+    self, ContainerEnv, Fetched, ObjectKind, Objects, Source, Variable,
+};
+use crate::workloads::{TRUST_BUNDLE, is_ours, kind_name, trust_bundle};
 
 /// A workload named on the command line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -111,6 +122,8 @@ pub struct Live {
     pub objects: Objects,
     /// The namespace's policies, or why they could not be listed.
     pub policies: Result<Vec<EgressProxyPolicy>, String>,
+    /// When it was read (what an expired certificate is told by).
+    pub now: Timestamp,
 }
 
 /// The dialects that explain one container, and why those.
@@ -199,6 +212,9 @@ fn selects(p: &EgressProxyPolicy, kind: WorkloadKind, labels: &BTreeMap<String, 
 pub struct Report {
     pub workload: WorkloadRef,
     pub url: String,
+    /// The trust bundle of the workload's policy against the template's (`null`: no policy
+    /// delivers trust and the template names no bundle).
+    pub trust: Option<WorkloadTrust>,
     pub containers: Vec<ContainerReport>,
 }
 
@@ -215,6 +231,9 @@ pub struct ContainerReport {
     /// Why these dialects.
     pub dialect_from: String,
     pub explanations: Vec<Explanation>,
+    /// Its trust setup (`null`: no trust variable, no JVM truststore, nothing mounted at the
+    /// trust directory).
+    pub trust: Option<ContainerTrust>,
 }
 
 /// A proxy variable with its value redacted (`null`: unknown, see the notes).
@@ -233,12 +252,15 @@ pub fn report(live: &Live, flag: Option<DialectFlag>, target: &Target, url: &str
         .iter()
         .map(|c| {
             let spec = container_spec(&live.template, c);
-            container_report(c, choose_dialects(flag, live, spec), target, url)
+            let mut r = container_report(c, choose_dialects(flag, live, spec), target, url);
+            r.trust = container_trust(live, c, spec);
+            r
         })
         .collect();
     Report {
         workload: live.workload.clone(),
         url: redact(url),
+        trust: workload_trust(live),
         containers,
     }
 }
@@ -260,20 +282,7 @@ fn container_report(
     url: &str,
 ) -> ContainerReport {
     let env: Env = c.env();
-    let secrets = env.proxy_secrets();
-    let variables = c
-        .variables
-        .iter()
-        .map(|v| VariableReport {
-            name: v.name.clone(),
-            value: v.redacted_value().map(|val| {
-                secrets
-                    .iter()
-                    .fold(val, |acc, (raw, red)| acc.replace(raw.as_str(), red))
-            }),
-            source: v.source.clone(),
-        })
-        .collect();
+    let variables = variable_reports(&c.variables, &env);
     let explanations = if c.failure.is_some() {
         Vec::new()
     } else {
@@ -291,12 +300,32 @@ fn container_report(
         notes: c.notes.clone(),
         dialect_from: choice.from,
         explanations,
+        trust: None,
     }
+}
+
+/// The variables with their values redacted, and any proxy URL of `env` they quote too.
+fn variable_reports(vars: &[Variable], env: &Env) -> Vec<VariableReport> {
+    let secrets = env.proxy_secrets();
+    vars.iter()
+        .map(|v| VariableReport {
+            name: v.name.clone(),
+            value: v.redacted_value().map(|val| {
+                secrets
+                    .iter()
+                    .fold(val, |acc, (raw, red)| acc.replace(raw.as_str(), red))
+            }),
+            source: v.source.clone(),
+        })
+        .collect()
 }
 
 /// The report as text.
 pub fn text(r: &Report) -> String {
     let mut out = format!("{}, URL {}\n", r.workload, r.url);
+    if let Some(t) = &r.trust {
+        out.push_str(&workload_trust_text(t));
+    }
     for c in &r.containers {
         let what = if c.init {
             "init container"
@@ -329,6 +358,9 @@ pub fn text(r: &Report) -> String {
             out.push_str(&format!("  dialect: {names} ({})\n", c.dialect_from));
             out.push_str(&decisions(&c.explanations, "  "));
         }
+        if let Some(t) = &c.trust {
+            out.push_str(&trust_text(t));
+        }
     }
     out.push_str(
         "\nNot visible here: variables the image sets (ENV in its Dockerfile) and proxy \
@@ -354,6 +386,471 @@ pub(super) fn decisions(results: &[Explanation], indent: &str) -> String {
         };
         out.push_str(&format!("{indent}{:width$}  {what}\n", r.dialect.name()));
         out.push_str(&format!("{indent}{:width$}    {}\n", "", r.reason));
+    }
+    out
+}
+
+/// How many of a bundle's certificates are listed (the CA sources come first in the
+/// bundles the operator writes, the root set after them).
+const SHOWN_CERTIFICATES: usize = 3;
+
+/// The trust bundle the workload's policy delivers against the one its template names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadTrust {
+    /// The EgressProxyPolicy with `spec.trust` whose managed objects the template uses, else
+    /// one that selects the workload (`null`: none).
+    pub policy: Option<String>,
+    /// Its `status.trust.bundle` (`null`: not computed, e.g. a source is invalid).
+    pub bundle: Option<String>,
+    /// The template's annotation `egressproxy.io/trust-bundle`: the bundle its Pods start with.
+    pub template: Option<String>,
+    /// The template carries the policy's bundle.
+    pub current: bool,
+}
+
+/// One container's trust setup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerTrust {
+    /// The trust variables (SSL_CERT_FILE, CURL_CA_BUNDLE...), resolved as the kubelet would.
+    pub variables: Vec<VariableReport>,
+    /// The JVM's truststore as its `-D` options set it (`javax.net.ssl.trustStore`, with
+    /// `javax.net.ssl.trustStoreType` in parentheses).
+    pub java_trust_store: Option<String>,
+    /// What is mounted at the trust directory.
+    pub mount: TrustMount,
+    /// The bundle file there, when a configMap volume is mounted.
+    pub bundle: Option<BundleReport>,
+    pub notes: Vec<String>,
+}
+
+/// What is mounted at the trust directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum TrustMount {
+    /// Nothing.
+    None,
+    /// The operator's: the trust volume, a configMap volume of a policy's managed ConfigMap.
+    #[serde(rename_all = "camelCase")]
+    Operator {
+        volume: String,
+        config_map: String,
+        policy: String,
+        read_only: bool,
+    },
+    /// Another volume: the workload's own.
+    #[serde(rename_all = "camelCase")]
+    Other {
+        volume: String,
+        /// What the volume is, e.g. `ConfigMap corp-ca`, `hostPath /etc/ssl`.
+        source: String,
+        read_only: bool,
+    },
+}
+
+/// The `ca-bundle.crt` of a mounted ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleReport {
+    pub config_map: String,
+    /// The key mounted as `ca-bundle.crt` (`null`: none is).
+    pub key: Option<String>,
+    /// First 16 hex digits of its SHA-256, as `status.trust.bundle` names a bundle.
+    pub id: Option<String>,
+    /// How many certificates it holds (`null`: not read, see `problem`).
+    pub count: Option<usize>,
+    /// The first few of them, in order.
+    pub certificates: Vec<CertificateReport>,
+    /// Why it could not be read or listed.
+    pub problem: Option<String>,
+}
+
+/// One certificate of a bundle (certificates are public).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateReport {
+    pub subject: String,
+    /// SHA-256 of the DER, lowercase hex.
+    pub sha256: String,
+    /// RFC 3339.
+    pub not_after: String,
+    pub expired: bool,
+}
+
+/// The policy delivering trust to the workload, its bundle and the template's; `None`
+/// when no policy delivers trust and the template names no bundle.
+fn workload_trust(live: &Live) -> Option<WorkloadTrust> {
+    let template = trust_bundle(&live.template).map(str::to_owned);
+    let policies: &[EgressProxyPolicy] = live.policies.as_deref().unwrap_or_default();
+    let refs = kubelet::referenced(&live.template);
+    let used = |p: &&EgressProxyPolicy| {
+        let managed = managed_name(&p.name_any());
+        refs.get(&ObjectKind::ConfigMap)
+            .is_some_and(|names| names.contains(&managed))
+    };
+    let trusting = || policies.iter().filter(|p| p.spec.trust.is_some());
+    let policy = trusting()
+        .find(used)
+        .or_else(|| trusting().find(|p| selects(p, live.workload.kind, &live.labels)));
+    if policy.is_none() && template.is_none() {
+        return None;
+    }
+    let bundle = policy.and_then(|p| Some(p.status.as_ref()?.trust.as_ref()?.bundle.clone()));
+    Some(WorkloadTrust {
+        policy: policy.map(|p| p.name_any()),
+        current: bundle.is_some() && bundle == template,
+        bundle,
+        template,
+    })
+}
+
+/// The container's trust setup; `None` when it has none at all.
+fn container_trust(
+    live: &Live,
+    c: &ContainerEnv,
+    spec: Option<&Container>,
+) -> Option<ContainerTrust> {
+    let env = c.env();
+    let variables = variable_reports(&c.trust, &env);
+    let java_trust_store = java_trust_store(&env);
+    let at = spec.and_then(kubelet::trust_dir_mount);
+    let volume = at.and_then(|m| kubelet::volume(&live.template, &m.name));
+    let mount = at.map_or(TrustMount::None, |m| mount_report(live, m, volume));
+    if variables.is_empty() && java_trust_store.is_none() && mount == TrustMount::None {
+        return None;
+    }
+    let sub_path = at.and_then(|m| m.sub_path.as_deref());
+    let bundle = volume
+        .and_then(|v| v.config_map.as_ref())
+        .map(|cm| bundle_report(live, cm, sub_path));
+    let mut paths: Vec<(&str, &str)> = variables
+        .iter()
+        .filter_map(|v| Some((v.name.as_str(), v.value.as_deref()?)))
+        .collect();
+    if let Some(store) = &java_trust_store {
+        paths.push(("the JVM truststore", store));
+    }
+    let notes = trust_notes(live, &paths, &mount, volume);
+    Some(ContainerTrust {
+        variables,
+        java_trust_store,
+        mount,
+        bundle,
+        notes,
+    })
+}
+
+/// The truststore the JVM's `-D` options name, the last one winning as the JVM reads them.
+fn java_trust_store(env: &Env) -> Option<String> {
+    let mut props = HashMap::new();
+    for var in java::OPTION_VARS {
+        if let Some(Ok(options)) = env.get(var).map(java::split_options) {
+            props.extend(java::properties(&options));
+        }
+    }
+    let store = props.get("javax.net.ssl.trustStore")?;
+    Some(match props.get("javax.net.ssl.trustStoreType") {
+        Some(kind) => format!("{store} ({kind})"),
+        None => store.clone(),
+    })
+}
+
+fn mount_report(live: &Live, m: &VolumeMount, v: Option<&Volume>) -> TrustMount {
+    let read_only = m.read_only == Some(true);
+    let volume = m.name.clone();
+    let cm = v.and_then(|v| v.config_map.as_ref());
+    let policy = cm
+        .filter(|_| m.name == VOLUME)
+        .and_then(|cm| policy_managing(live, &cm.name));
+    match (cm, policy) {
+        (Some(cm), Some(policy)) => TrustMount::Operator {
+            volume,
+            config_map: cm.name.clone(),
+            policy,
+            read_only,
+        },
+        _ => TrustMount::Other {
+            volume,
+            source: volume_source(v),
+            read_only,
+        },
+    }
+}
+
+/// The policy whose managed ConfigMap is `config_map`.
+fn policy_managing(live: &Live, config_map: &str) -> Option<String> {
+    let policies = live.policies.as_ref().ok()?;
+    policies
+        .iter()
+        .map(|p| p.name_any())
+        .find(|n| managed_name(n) == config_map)
+}
+
+/// What a volume is, in a few words.
+fn volume_source(v: Option<&Volume>) -> String {
+    let Some(v) = v else {
+        return "no volume of that name in the pod template".into();
+    };
+    if let Some(c) = &v.config_map {
+        format!("ConfigMap {}", c.name)
+    } else if let Some(s) = &v.secret {
+        format!("Secret {}", s.secret_name.as_deref().unwrap_or_default())
+    } else if let Some(h) = &v.host_path {
+        format!("hostPath {}", h.path)
+    } else if let Some(c) = &v.persistent_volume_claim {
+        format!("PersistentVolumeClaim {}", c.claim_name)
+    } else if v.empty_dir.is_some() {
+        "emptyDir".into()
+    } else if v.projected.is_some() {
+        "projected".into()
+    } else {
+        "a volume of another type".into()
+    }
+}
+
+/// The key of `cm` that appears as `ca-bundle.crt` in the trust directory, a mount of
+/// `sub_path` of the volume: with `items`, the item of that path; without, the key of
+/// that name at the volume's top.
+fn bundle_key(cm: &ConfigMapVolumeSource, sub_path: Option<&str>) -> Option<String> {
+    let file = match sub_path
+        .map(|s| s.trim_matches('/'))
+        .filter(|s| !s.is_empty())
+    {
+        Some(dir) => format!("{dir}/{BUNDLE_KEY}"),
+        None => BUNDLE_KEY.to_owned(),
+    };
+    match cm.items.as_deref() {
+        Some(items) if !items.is_empty() => items
+            .iter()
+            .find(|i| i.path.trim_start_matches("./") == file)
+            .map(|i| i.key.clone()),
+        _ => (!file.contains('/')).then_some(file),
+    }
+}
+
+/// The bundle file of a mounted configMap volume: its certificates, read as a root set is
+/// (certificates only, each a CA, validity not checked: an expired one is listed as such).
+fn bundle_report(live: &Live, cm: &ConfigMapVolumeSource, sub_path: Option<&str>) -> BundleReport {
+    let key = bundle_key(cm, sub_path);
+    let mut r = BundleReport {
+        config_map: cm.name.clone(),
+        key: key.clone(),
+        id: None,
+        count: None,
+        certificates: Vec::new(),
+        problem: None,
+    };
+    let pem = match key {
+        Some(key) => mounted_value(&live.objects, cm, &key),
+        None => Err(format!("the volume mounts no {BUNDLE_KEY} there")),
+    };
+    let pem = match pem {
+        Ok(pem) => pem,
+        Err(why) => {
+            r.problem = Some(why);
+            return r;
+        }
+    };
+    r.id = Some(bundle_id(pem));
+    let ns = &live.workload.namespace;
+    let label = format!(
+        "ConfigMap {ns}/{} key {}",
+        cm.name,
+        r.key.as_deref().unwrap_or_default()
+    );
+    match RootSet::from_pem(&label, pem.as_bytes()) {
+        Ok(set) => {
+            r.count = Some(set.certs.len());
+            r.certificates = set
+                .certs
+                .iter()
+                .take(SHOWN_CERTIFICATES)
+                .map(|c| certificate_report(c, live.now))
+                .collect();
+        }
+        Err(e) => r.problem = Some(e.to_string()),
+    }
+    r
+}
+
+/// The value of `key` in the mounted ConfigMap, or why the file is not there.
+fn mounted_value<'o>(
+    objects: &'o Objects,
+    cm: &ConfigMapVolumeSource,
+    key: &str,
+) -> Result<&'o str, String> {
+    let name = &cm.name;
+    let optional = cm.optional == Some(true);
+    match objects.config_maps.get(name) {
+        Some(Fetched::Found(data)) => match data.get(key) {
+            Some(v) => Ok(v),
+            None if optional => Err(format!("ConfigMap {name} has no key {key} (optional)")),
+            None => Err(format!(
+                "ConfigMap {name} has no key {key}: the Pod would not start (FailedMount)"
+            )),
+        },
+        Some(Fetched::NotFound) if optional => Err(format!(
+            "ConfigMap {name} does not exist (optional): the directory is empty"
+        )),
+        Some(Fetched::NotFound) => Err(format!(
+            "ConfigMap {name} not found: the Pod would not start (FailedMount)"
+        )),
+        Some(Fetched::Unreadable(why)) => {
+            Err(format!("ConfigMap {name} could not be read ({why})"))
+        }
+        None => Err(format!("ConfigMap {name} was not looked up")),
+    }
+}
+
+/// First 16 hex digits of the SHA-256 of the bundle, as `status.trust.bundle`.
+fn bundle_id(pem: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, pem.as_bytes());
+    digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn certificate_report(c: &Certificate, now: Timestamp) -> CertificateReport {
+    CertificateReport {
+        subject: c.subject.clone(),
+        sha256: c.sha256.clone(),
+        not_after: c.not_after.to_string(),
+        expired: c.not_after < now,
+    }
+}
+
+/// What does not fit together: paths into the trust directory with nothing of the
+/// operator's mounted there.
+fn trust_notes(
+    live: &Live,
+    paths: &[(&str, &str)],
+    mount: &TrustMount,
+    volume: Option<&Volume>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let into: Vec<&str> = paths
+        .iter()
+        .filter(|(_, p)| {
+            p.strip_prefix(TRUST_DIR)
+                .is_some_and(|r| r.starts_with('/'))
+        })
+        .map(|(n, _)| *n)
+        .collect();
+    match mount {
+        TrustMount::None if !into.is_empty() => notes.push(format!(
+            "{} point(s) into {TRUST_DIR}, where nothing is mounted: the clients find no file",
+            into.join(", ")
+        )),
+        TrustMount::Other { volume: name, .. } => {
+            let config_map = volume.is_some_and(|v| v.config_map.is_some());
+            if let (true, Err(why)) = (name == VOLUME && config_map, &live.policies) {
+                notes.push(format!(
+                    "EgressProxyPolicies could not be listed ({why}): whether volume \
+                     {VOLUME} is the operator's is not known"
+                ));
+                return notes;
+            }
+            notes.push(format!(
+                "{TRUST_DIR} holds the workload's own volume {name}: the operator mounts no \
+                 bundle over it"
+            ));
+        }
+        _ => {}
+    }
+    notes
+}
+
+/// The workload's trust line.
+fn workload_trust_text(t: &WorkloadTrust) -> String {
+    let template = t.template.as_deref().unwrap_or("none");
+    let Some(policy) = &t.policy else {
+        return format!(
+            "trust bundle: the template names {template} ({TRUST_BUNDLE}), but no \
+             EgressProxyPolicy with spec.trust manages or selects the workload\n"
+        );
+    };
+    let bundle = t.bundle.as_deref().unwrap_or("none yet");
+    let verdict = if t.current {
+        "current"
+    } else {
+        "not current (the Pods start with another bundle until the workload rolls)"
+    };
+    format!(
+        "trust bundle: EgressProxyPolicy {policy} delivers {bundle}, the template names \
+         {template} ({TRUST_BUNDLE}): {verdict}\n"
+    )
+}
+
+/// A container's trust block.
+fn trust_text(t: &ContainerTrust) -> String {
+    let mut out = String::from("  trust:\n");
+    let width = t.variables.iter().map(|v| v.name.len()).max().unwrap_or(0);
+    for v in &t.variables {
+        let value = v.value.as_deref().unwrap_or("(unknown)");
+        let value = if value.is_empty() { "\"\"" } else { value };
+        out.push_str(&format!("    {:width$}  {value}  ({})\n", v.name, v.source));
+    }
+    if let Some(store) = &t.java_trust_store {
+        out.push_str(&format!("    JVM truststore  {store}\n"));
+    }
+    let access = |ro: bool| if ro { "read-only" } else { "read-write" };
+    out.push_str(&match &t.mount {
+        TrustMount::None => format!("    mount  nothing at {TRUST_DIR}\n"),
+        TrustMount::Operator {
+            volume,
+            config_map,
+            policy,
+            read_only,
+        } => format!(
+            "    mount  {TRUST_DIR}: volume {volume}, ConfigMap {config_map} of \
+             EgressProxyPolicy {policy}, {}\n",
+            access(*read_only)
+        ),
+        TrustMount::Other {
+            volume,
+            source,
+            read_only,
+        } => format!(
+            "    mount  {TRUST_DIR}: another volume, {volume} ({source}), {}\n",
+            access(*read_only)
+        ),
+    });
+    if let Some(b) = &t.bundle {
+        out.push_str(&bundle_text(b));
+    }
+    for n in &t.notes {
+        out.push_str(&format!("    note: {n}\n"));
+    }
+    out
+}
+
+fn bundle_text(b: &BundleReport) -> String {
+    let mut out = format!("    bundle {BUNDLE_KEY} from ConfigMap {}", b.config_map);
+    if let Some(key) = b.key.as_deref().filter(|k| *k != BUNDLE_KEY) {
+        out.push_str(&format!(" key {key}"));
+    }
+    if let Some(id) = &b.id {
+        out.push_str(&format!(" ({id})"));
+    }
+    if let Some(count) = b.count {
+        out.push_str(&format!(": {count} certificate(s)"));
+    }
+    out.push('\n');
+    for c in &b.certificates {
+        let expired = if c.expired { ", EXPIRED" } else { "" };
+        out.push_str(&format!(
+            "      {}  (notAfter {}{expired})\n",
+            c.subject, c.not_after
+        ));
+    }
+    let more = b.count.unwrap_or(0).saturating_sub(b.certificates.len());
+    if more > 0 {
+        out.push_str(&format!("      and {more} more\n"));
+    }
+    if let Some(p) = &b.problem {
+        out.push_str(&format!("      cannot list it: {p}\n"));
     }
     out
 }
@@ -404,6 +901,7 @@ pub async fn read(client: Client, w: &WorkloadRef) -> anyhow::Result<Live> {
         template,
         objects,
         policies,
+        now: Timestamp::now(),
     })
 }
 
@@ -509,7 +1007,291 @@ mod tests {
                 .into(),
             },
             policies,
+            now: "2026-06-01T00:00:00Z".parse().unwrap(),
         }
+    }
+
+    /// A self-signed CA certificate (PEM) named `cn`, valid from Jan 1st of `from` to Jan 1st
+    /// of `to`.
+    fn ca_pem(cn: &str, from: i32, to: i32) -> String {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, date_time_ymd};
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.not_before = date_time_ymd(from, 1, 1);
+        params.not_after = date_time_ymd(to, 1, 1);
+        params
+            .self_signed(&KeyPair::generate().unwrap())
+            .unwrap()
+            .pem()
+    }
+
+    const TRUST_FILE: &str = "/etc/egress-proxy/trust/ca-bundle.crt";
+
+    /// Trust as the operator writes it for a `java` policy in `app`; `own` has its own
+    /// volume at the trust directory; the init container `setup` points into it unmounted.
+    fn trust_live(template_bundle: &str) -> (Live, String) {
+        let pem = [
+            ca_pem("Corp CA", 2025, 2030),
+            ca_pem("Old CA", 2020, 2021),
+            ca_pem("Root 3", 2025, 2040),
+            ca_pem("Root 4", 2025, 2040),
+        ]
+        .concat();
+        let id = bundle_id(&pem);
+        let template = serde_json::from_value(json!({
+            "metadata": {"annotations": {"egressproxy.io/trust-bundle": template_bundle}},
+            "spec": {
+                "volumes": [
+                    {"name": "egress-proxy-trust", "configMap": {"name": "egress-proxy-outbound",
+                     "items": [{"key": "ca-bundle.crt", "path": "ca-bundle.crt"},
+                               {"key": "truststore.p12", "path": "truststore.p12"}]}},
+                    {"name": "host-certs", "hostPath": {"path": "/etc/ssl"}},
+                ],
+                "containers": [
+                    {"name": "app",
+                     "volumeMounts": [{"name": "egress-proxy-trust",
+                         "mountPath": "/etc/egress-proxy/trust", "readOnly": true}],
+                     "env": [
+                        {"name": "SSL_CERT_FILE", "valueFrom": {"configMapKeyRef":
+                            {"name": "egress-proxy-outbound", "key": "SSL_CERT_FILE"}}},
+                        {"name": "JAVA_TOOL_OPTIONS", "value": "-Djavax.net.ssl.trustStore=\
+                            /etc/egress-proxy/trust/truststore.p12 \
+                            -Djavax.net.ssl.trustStoreType=PKCS12"},
+                     ]},
+                    {"name": "own",
+                     "volumeMounts": [{"name": "host-certs",
+                         "mountPath": "/etc/egress-proxy/trust"}],
+                     "env": [{"name": "CURL_CA_BUNDLE", "value": TRUST_FILE}]},
+                ],
+                "initContainers": [{"name": "setup",
+                    "env": [{"name": "NODE_EXTRA_CA_CERTS", "value": TRUST_FILE}]}],
+            },
+        }))
+        .unwrap();
+        let mut p = policy("outbound", "java", json!({"egress": "proxied"}));
+        p.spec.trust = serde_json::from_value(
+            json!({"sources": [{"configMap": {"name": "corp-ca", "key": "ca.crt"}}]}),
+        )
+        .unwrap();
+        p.status = serde_json::from_value(
+            json!({"trust": {"bundle": id, "roots": "Keep", "upToDate": 0}}),
+        )
+        .unwrap();
+        let cm = [
+            ("SSL_CERT_FILE".to_owned(), TRUST_FILE.to_owned()),
+            ("ca-bundle.crt".to_owned(), pem),
+        ];
+        let live = Live {
+            template,
+            objects: Objects {
+                config_maps: [(
+                    "egress-proxy-outbound".to_owned(),
+                    Fetched::Found(cm.into()),
+                )]
+                .into(),
+                ..Default::default()
+            },
+            ..live(Ok(vec![p]))
+        };
+        (live, id)
+    }
+
+    #[test]
+    fn trust_per_container_and_the_bundle_against_the_policy() {
+        let (l, id) = trust_live("0000000000000000");
+        let url = "https://api.example.com/";
+        let r = report(&l, None, &Target::parse(url).unwrap(), url);
+        assert_eq!(
+            r.trust,
+            Some(WorkloadTrust {
+                policy: Some("outbound".into()),
+                bundle: Some(id.clone()),
+                template: Some("0000000000000000".into()),
+                current: false,
+            })
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        let key = |k: &str| {
+            json!({"from": "keyRef", "kind": "ConfigMap",
+                                   "name": "egress-proxy-outbound", "key": k})
+        };
+        let app = &v["containers"][0]["trust"];
+        assert_eq!(
+            app["variables"],
+            json!([{"name": "SSL_CERT_FILE", "value": TRUST_FILE,
+                    "source": key("SSL_CERT_FILE")}])
+        );
+        assert_eq!(
+            app["javaTrustStore"],
+            "/etc/egress-proxy/trust/truststore.p12 (PKCS12)"
+        );
+        assert_eq!(
+            app["mount"],
+            json!({"kind": "operator", "volume": "egress-proxy-trust",
+                   "configMap": "egress-proxy-outbound", "policy": "outbound",
+                   "readOnly": true})
+        );
+        let bundle = &app["bundle"];
+        assert_eq!(
+            (&bundle["key"], &bundle["id"], &bundle["count"]),
+            (&json!("ca-bundle.crt"), &json!(id), &json!(4))
+        );
+        let listed: Vec<(&str, &str, bool)> = bundle["certificates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let subject = c["subject"].as_str().unwrap();
+                (
+                    subject,
+                    c["notAfter"].as_str().unwrap(),
+                    c["expired"] == true,
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("CN=Corp CA", "2030-01-01T00:00:00Z", false),
+                ("CN=Old CA", "2021-01-01T00:00:00Z", true),
+                ("CN=Root 3", "2040-01-01T00:00:00Z", false),
+            ]
+        );
+        assert_eq!(app["notes"], json!([]));
+        let own = &v["containers"][1]["trust"];
+        assert_eq!(
+            own["mount"],
+            json!({"kind": "other", "volume": "host-certs", "source": "hostPath /etc/ssl",
+                   "readOnly": false})
+        );
+        assert_eq!(own["bundle"], Value::Null);
+        assert_eq!(
+            own["notes"],
+            json!([
+                "/etc/egress-proxy/trust holds the workload's own volume host-certs: \
+                    the operator mounts no bundle over it"
+            ])
+        );
+        let setup = &v["containers"][2]["trust"];
+        assert_eq!(setup["mount"], json!({"kind": "none"}));
+        assert_eq!(
+            setup["notes"],
+            json!([
+                "NODE_EXTRA_CA_CERTS point(s) into /etc/egress-proxy/trust, where nothing \
+                    is mounted: the clients find no file"
+            ])
+        );
+
+        // The template with the policy's bundle is current.
+        let (l, id) = trust_live("");
+        let mut l = l;
+        let annotations = l.template.metadata.as_mut().unwrap().annotations.as_mut();
+        annotations.unwrap().insert(TRUST_BUNDLE.into(), id.clone());
+        let r = report(&l, None, &Target::parse(url).unwrap(), url);
+        assert!(r.trust.as_ref().is_some_and(|t| t.current), "{:?}", r.trust);
+        let t = text(&r);
+        let want = format!(
+            "\
+Deployment shop/web, URL https://api.example.com/
+trust bundle: EgressProxyPolicy outbound delivers {id}, the template names {id} \
+(egressproxy.io/trust-bundle): current
+"
+        );
+        assert!(t.starts_with(&want), "{t}");
+        let block = format!(
+            "\
+  trust:
+    SSL_CERT_FILE  /etc/egress-proxy/trust/ca-bundle.crt  (ConfigMap egress-proxy-outbound key SSL_CERT_FILE)
+    JVM truststore  /etc/egress-proxy/trust/truststore.p12 (PKCS12)
+    mount  /etc/egress-proxy/trust: volume egress-proxy-trust, ConfigMap egress-proxy-outbound of EgressProxyPolicy outbound, read-only
+    bundle ca-bundle.crt from ConfigMap egress-proxy-outbound ({id}): 4 certificate(s)
+      CN=Corp CA  (notAfter 2030-01-01T00:00:00Z)
+      CN=Old CA  (notAfter 2021-01-01T00:00:00Z, EXPIRED)
+      CN=Root 3  (notAfter 2040-01-01T00:00:00Z)
+      and 1 more
+
+container own
+"
+        );
+        assert!(t.contains(&block), "{t}");
+        let setup = "\
+  trust:
+    NODE_EXTRA_CA_CERTS  /etc/egress-proxy/trust/ca-bundle.crt  (value)
+    mount  nothing at /etc/egress-proxy/trust
+    note: NODE_EXTRA_CA_CERTS point(s) into /etc/egress-proxy/trust, where nothing is mounted: \
+the clients find no file
+";
+        assert!(t.contains(setup), "{t}");
+    }
+
+    /// Where the bundle file comes from in a configMap volume, and why it may be missing.
+    #[test]
+    fn the_bundle_file_behind_the_mount() {
+        let cm = |items: Value| -> ConfigMapVolumeSource {
+            serde_json::from_value(json!({"name": "m", "items": items})).unwrap()
+        };
+        let all = ConfigMapVolumeSource {
+            name: "m".into(),
+            ..Default::default()
+        };
+        assert_eq!(bundle_key(&all, None).as_deref(), Some("ca-bundle.crt"));
+        assert_eq!(bundle_key(&all, Some("sub")), None);
+        let mapped = cm(json!([{"key": "pem", "path": "ca-bundle.crt"}]));
+        assert_eq!(bundle_key(&mapped, None).as_deref(), Some("pem"));
+        let nested = cm(json!([{"key": "pem", "path": "sub/ca-bundle.crt"}]));
+        assert_eq!(bundle_key(&nested, Some("/sub/")).as_deref(), Some("pem"));
+        assert_eq!(bundle_key(&nested, None), None);
+
+        let mut objects = Objects::default();
+        let gone = mounted_value(&objects, &all, "ca-bundle.crt").unwrap_err();
+        assert_eq!(gone, "ConfigMap m was not looked up");
+        objects.config_maps.insert("m".into(), Fetched::NotFound);
+        let gone = mounted_value(&objects, &all, "ca-bundle.crt").unwrap_err();
+        assert_eq!(
+            gone,
+            "ConfigMap m not found: the Pod would not start (FailedMount)"
+        );
+        let mut optional = all.clone();
+        optional.optional = Some(true);
+        let gone = mounted_value(&objects, &optional, "ca-bundle.crt").unwrap_err();
+        assert!(
+            gone.ends_with("(optional): the directory is empty"),
+            "{gone}"
+        );
+        objects.config_maps.insert(
+            "m".into(),
+            Fetched::Found([("other".to_owned(), "x".to_owned())].into()),
+        );
+        let gone = mounted_value(&objects, &all, "ca-bundle.crt").unwrap_err();
+        assert_eq!(
+            gone,
+            "ConfigMap m has no key ca-bundle.crt: the Pod would not start (FailedMount)"
+        );
+
+        // A file that is not a bundle: the reason, never its bytes.
+        let (mut l, _) = trust_live("x");
+        l.objects.config_maps.insert(
+            "egress-proxy-outbound".into(),
+            Fetched::Found([("ca-bundle.crt".to_owned(), "not-pem-Sentinel".to_owned())].into()),
+        );
+        let mounted = cm(json!([{"key": "ca-bundle.crt", "path": "ca-bundle.crt"}]));
+        let mounted = ConfigMapVolumeSource {
+            name: "egress-proxy-outbound".into(),
+            ..mounted
+        };
+        let b = bundle_report(&l, &mounted, None);
+        assert_eq!(
+            (b.count, b.problem.as_deref()),
+            (
+                None,
+                Some(
+                    "ConfigMap shop/egress-proxy-outbound key ca-bundle.crt: not PEM (no \
+                     -----BEGIN block)"
+                )
+            )
+        );
+        assert!(!bundle_text(&b).contains("Sentinel"));
     }
 
     #[test]
@@ -636,6 +1418,7 @@ mod tests {
         let expected = json!({
             "workload": {"namespace": "shop", "kind": "Deployment", "name": "web"},
             "url": url,
+            "trust": null,
             "containers": [
                 {
                     "name": "app", "init": false, "failure": null,
@@ -652,12 +1435,14 @@ mod tests {
                                     EgressProxyPolicy outbound (go)",
                     "explanations": go("proxy", json!(proxy), json!("NO_PROXY"),
                         "no entry of NO_PROXY matches; using HTTPS_PROXY"),
+                    "trust": null,
                 },
                 {
                     "name": "side", "init": false, "failure": null, "variables": [],
                     "notes": [], "dialectFrom": selected,
                     "explanations": go("direct", json!(null), json!(null),
                         "no proxy configured for https URLs (read: HTTPS_PROXY, https_proxy)"),
+                    "trust": null,
                 },
                 {
                     "name": "setup", "init": true, "failure": null,
@@ -667,6 +1452,7 @@ mod tests {
                     "notes": [], "dialectFrom": selected,
                     "explanations": go("proxy", json!("http://me:***@own.proxy:8080"),
                         json!(null), "no NO_PROXY variable in effect; using https_proxy"),
+                    "trust": null,
                 },
             ],
         });

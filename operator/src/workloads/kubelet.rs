@@ -5,16 +5,20 @@
 //! Secret, ConfigMap or key that is not `optional` keeps the container from starting
 //! (`CreateContainerConfigError`). Pure: the Secrets and ConfigMaps are passed in.
 //!
-//! Only the variables the client models read ([`READ_VARS`]) are kept; the others are
-//! resolved only as far as a `$(VAR)` in a proxy variable needs them. Values may hold
-//! credentials: `Debug` shows them redacted, and no note or failure message quotes a value.
+//! Only the variables the client models read ([`READ_VARS`]) and the trust variables
+//! ([`TRUST_VARS`], kept apart) are kept; the others are resolved only as far as a `$(VAR)`
+//! in one of those needs them. Values may hold credentials: `Debug` shows them redacted, and
+//! no note or failure message quotes a value.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, EnvVar, EnvVarSource, PodTemplateSpec, Volume, VolumeMount,
+};
 use serde::Serialize;
 
+use super::{TRUST_DIR, TRUST_VARS};
 use crate::noproxy::dialects::java;
 use crate::noproxy::{Env, READ_VARS, holds_proxy_url, redact, redact_proxy};
 
@@ -96,8 +100,9 @@ impl Objects {
     }
 }
 
-/// Every Secret and ConfigMap the template's containers refer to (`envFrom` and
-/// `valueFrom`), sorted: what the reader must fetch.
+/// Every Secret and ConfigMap the template's containers refer to (`envFrom`, `valueFrom`,
+/// and the ConfigMap of a configMap volume mounted at [`TRUST_DIR`]), sorted: what the
+/// reader must fetch.
 pub fn referenced(template: &PodTemplateSpec) -> BTreeMap<ObjectKind, Vec<String>> {
     let mut out: BTreeMap<ObjectKind, Vec<String>> = BTreeMap::new();
     for c in super::containers(template).map(|(_, c)| c) {
@@ -107,9 +112,13 @@ pub fn referenced(template: &PodTemplateSpec) -> BTreeMap<ObjectKind, Vec<String
             .iter()
             .flatten()
             .filter_map(|e| e.value_from.as_ref().and_then(key_ref));
+        let trust = trust_dir_mount(c)
+            .and_then(|m| volume(template, &m.name)?.config_map.as_ref())
+            .map(|m| (ObjectKind::ConfigMap, m.name.clone()));
         for (kind, name) in from
             .map(|r| (r.kind, r.name))
             .chain(refs.map(|r| (r.kind, r.name)))
+            .chain(trust)
         {
             let names = out.entry(kind).or_default();
             if !names.contains(&name) {
@@ -121,6 +130,20 @@ pub fn referenced(template: &PodTemplateSpec) -> BTreeMap<ObjectKind, Vec<String
         names.sort();
     }
     out
+}
+
+/// The container's mount at [`TRUST_DIR`], where the operator mounts the trust files.
+pub fn trust_dir_mount(c: &Container) -> Option<&VolumeMount> {
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path.trim_end_matches('/') == TRUST_DIR)
+}
+
+/// The template's volume named `name`.
+pub fn volume<'t>(template: &'t PodTemplateSpec, name: &str) -> Option<&'t Volume> {
+    let spec = template.spec.as_ref()?;
+    spec.volumes.iter().flatten().find(|v| v.name == name)
 }
 
 /// Where a variable's value comes from.
@@ -209,6 +232,8 @@ pub struct ContainerEnv {
     pub failure: Option<String>,
     /// The [`READ_VARS`] it has, in that order (empty when it would not start).
     pub variables: Vec<Variable>,
+    /// The [`TRUST_VARS`] it has, in that order (empty when it would not start).
+    pub trust: Vec<Variable>,
     /// What could not be resolved or was skipped, naming variables and objects, never
     /// values.
     pub notes: Vec<String>,
@@ -260,27 +285,43 @@ fn resolve_container(c: &Container, init: bool, ns: &str, objects: &Objects) -> 
         Ok(())
     };
     let failure = run().err().map(|Refusal(m)| m);
-    let mut variables = Vec::new();
+    let (mut variables, mut trust) = (Vec::new(), Vec::new());
     if failure.is_none() {
-        for name in READ_VARS {
-            let Some(slot) = vars.get(name) else { continue };
-            if let Err(why) = &slot.value {
-                notes.push(format!("{name} is unknown: {why}; it is treated as unset"));
-            }
-            variables.push(Variable {
-                name: name.to_owned(),
-                value: slot.value.clone().ok(),
-                source: slot.source.clone(),
-            });
-        }
+        variables = kept(&vars, &READ_VARS, &mut notes);
+        trust = kept(&vars, &TRUST_VARS, &mut notes);
     }
     ContainerEnv {
         name: c.name.clone(),
         init,
         failure,
         variables,
+        trust,
         notes,
     }
+}
+
+/// The variables among `names` the container has, in that order; a note for each unknown.
+fn kept(vars: &BTreeMap<String, Slot>, names: &[&str], notes: &mut Vec<String>) -> Vec<Variable> {
+    let mut out = Vec::new();
+    for name in names {
+        let Some(slot) = vars.get(*name) else {
+            continue;
+        };
+        if let Err(why) = &slot.value {
+            notes.push(format!("{name} is unknown: {why}; it is treated as unset"));
+        }
+        out.push(Variable {
+            name: (*name).to_owned(),
+            value: slot.value.clone().ok(),
+            source: slot.source.clone(),
+        });
+    }
+    out
+}
+
+/// A variable the result keeps, whose skipped entries are noted.
+fn watched(var: &str) -> bool {
+    READ_VARS.contains(&var) || TRUST_VARS.contains(&var)
 }
 
 /// A reference to a Secret or ConfigMap, from `envFrom` or `valueFrom`.
@@ -414,7 +455,7 @@ fn key_entry(
         name: name.clone(),
         key: key.clone(),
     };
-    let proxy_var = READ_VARS.contains(&var);
+    let kept_var = watched(var);
     match objects.get(kind, name) {
         Lookup::Found(data) => match data.get(key) {
             Some(v) => Ok(Some(Slot {
@@ -422,7 +463,7 @@ fn key_entry(
                 source,
             })),
             None if r.optional => {
-                if proxy_var {
+                if kept_var {
                     notes.push(format!(
                         "{var}: {kind} {name} has no key {key} (optional): not set by this entry"
                     ));
@@ -434,7 +475,7 @@ fn key_entry(
             ))),
         },
         Lookup::NotFound if r.optional => {
-            if proxy_var {
+            if kept_var {
                 notes.push(format!(
                     "{var}: {kind} {name} does not exist (optional): not set by this entry"
                 ));
@@ -481,7 +522,7 @@ fn expand_entry(
             None
         }
     });
-    if READ_VARS.contains(&var) {
+    if watched(var) {
         for u in &undefined {
             notes.push(format!(
                 "{var}: $({u}) is not a variable defined before it: left as written \
@@ -640,12 +681,102 @@ mod tests {
                     var("NO_PROXY", Some(".svc,10.0.0.0/8"), m.clone()),
                     var("no_proxy", Some(".svc,10.0.0.0/8"), m),
                 ],
+                trust: vec![],
                 notes: vec![],
             }
         );
         let env = one(&t, &objects).env();
         assert_eq!(env.get("https_proxy"), Some(PROXY));
         assert_eq!(env.iter().count(), 6);
+    }
+
+    /// The trust variables are kept apart, with their sources; the ConfigMap of a configMap
+    /// volume mounted at the trust directory is one the reader must fetch, another
+    /// volume's or one mounted elsewhere is not.
+    #[test]
+    fn trust_variables_and_the_trust_volume() {
+        let t: PodTemplateSpec = serde_json::from_value(json!({"spec": {
+            "volumes": [
+                {"name": "egress-proxy-trust", "configMap": {"name": "trust-files"}},
+                {"name": "own", "configMap": {"name": "app-config"}},
+                {"name": "certs", "secret": {"secretName": "tls"}},
+            ],
+            "containers": [{"name": "app",
+                "volumeMounts": [
+                    {"name": "egress-proxy-trust", "mountPath": "/etc/egress-proxy/trust/",
+                     "readOnly": true},
+                    {"name": "own", "mountPath": "/etc/app"},
+                ],
+                "env": [
+                    {"name": "TRUST_DIR", "value": "/etc/egress-proxy/trust"},
+                    {"name": "SSL_CERT_FILE", "valueFrom": {"configMapKeyRef":
+                        {"name": "egress-proxy-web", "key": "SSL_CERT_FILE"}}},
+                    {"name": "NODE_EXTRA_CA_CERTS", "value": "$(TRUST_DIR)/ca-bundle.crt"},
+                    {"name": "WGETRC", "value": "$(HOME)/.wgetrc"},
+                    {"name": "REQUESTS_CA_BUNDLE", "valueFrom": {"configMapKeyRef":
+                        {"name": "egress-proxy-web", "key": "gone", "optional": true}}},
+                    {"name": "HTTPS_PROXY", "value": "http://p:1"},
+                ]}],
+            "initContainers": [{"name": "setup", "volumeMounts":
+                [{"name": "certs", "mountPath": "/etc/egress-proxy/trust"}]}],
+        }}))
+        .unwrap();
+        assert_eq!(
+            referenced(&t),
+            [(
+                ObjectKind::ConfigMap,
+                vec!["egress-proxy-web".to_owned(), "trust-files".to_owned()]
+            )]
+            .into()
+        );
+        let objects = Objects {
+            config_maps: [(
+                "egress-proxy-web".to_owned(),
+                data(&[("SSL_CERT_FILE", "/etc/egress-proxy/trust/ca-bundle.crt")]),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let all = resolve(&t, "shop", &objects);
+        let c = &all[0];
+        assert_eq!(
+            c.variables,
+            [var("HTTPS_PROXY", Some("http://p:1"), literal(&[]))]
+        );
+        assert_eq!(
+            c.trust,
+            [
+                var(
+                    "SSL_CERT_FILE",
+                    Some("/etc/egress-proxy/trust/ca-bundle.crt"),
+                    key_ref(ObjectKind::ConfigMap, "egress-proxy-web", "SSL_CERT_FILE")
+                ),
+                var(
+                    "NODE_EXTRA_CA_CERTS",
+                    Some("/etc/egress-proxy/trust/ca-bundle.crt"),
+                    literal(&["TRUST_DIR"])
+                ),
+                var("WGETRC", Some("$(HOME)/.wgetrc"), literal(&[])),
+            ]
+        );
+        assert_eq!(
+            c.notes,
+            [
+                "WGETRC: $(HOME) is not a variable defined before it: left as written \
+                 (a Service link variable of that name is not resolved here)",
+                "REQUESTS_CA_BUNDLE: ConfigMap egress-proxy-web has no key gone (optional): \
+                 not set by this entry",
+            ]
+        );
+        // The trust variables are not part of the proxy environment.
+        assert_eq!(c.env().iter().count(), 1);
+        let setup = &all[1];
+        assert_eq!(
+            trust_dir_mount(&t.spec.as_ref().unwrap().init_containers.as_ref().unwrap()[0])
+                .map(|m| m.name.as_str()),
+            Some("certs")
+        );
+        assert_eq!((setup.trust.len(), setup.notes.len()), (0, 0));
     }
 
     /// envFrom first (later sources win, prefix in front), then env in order; `$(VAR)`
