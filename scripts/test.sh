@@ -22,7 +22,7 @@ export EPO_PYTHON="$venv/bin/python"
 # Lua 5.1, the language of Argo CD's health checks (tests/argocd_health.rs).
 command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq lua5.1 >/dev/null; }
 # Real proxies, the isolated network's bridges and curl (operator/tests/common/net.rs, net_harness.rs).
-{ command -v tinyproxy && command -v squid && command -v socat && command -v curl; } >/dev/null || { apt-get update -qq && apt-get install -y -qq tinyproxy squid socat curl >/dev/null; }
+{ command -v tinyproxy && command -v squid && command -v socat && command -v curl && command -v mitmdump; } >/dev/null || { apt-get update -qq && apt-get install -y -qq tinyproxy squid socat curl mitmproxy >/dev/null; }
 # Go and the structured-merge-diff library: kube-sim/tests/apply_upstream.rs builds and runs
 # the server-side apply reference program (kube-sim/tests/upstream/ssa) with them.
 [[ -f /usr/share/gocode/src/sigs.k8s.io/structured-merge-diff/merge/update.go ]] && command -v go >/dev/null || { apt-get update -qq && apt-get install -y -qq golang-go golang-k8s-sigs-structured-merge-diff-dev >/dev/null; }

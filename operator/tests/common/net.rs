@@ -1211,3 +1211,241 @@ impl Drop for Isolated {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A TLS-intercepting proxy (mitmproxy) and the CAs it signs with
+
+/// A certificate authority made for a test with the openssl CLI: an RSA 2048 key and a
+/// self-signed CA certificate (`basicConstraints CA:TRUE`, `keyCertSign`), valid 60 days (so
+/// no expiry warning within the operator's default 30 days). The key stays in its directory.
+pub struct TestCa {
+    name: String,
+    dir: TempDir,
+}
+
+impl TestCa {
+    /// A CA whose subject is `/O=egress-proxy-test/CN=NAME` (NAME: letters, digits, `-`).
+    pub fn new(name: &str) -> TestCa {
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "a test CA's name is one word of [-A-Za-z0-9]: {name:?}"
+        );
+        let dir = TempDir::new("ca");
+        let args = format!(
+            "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 60 \
+             -subj /O=egress-proxy-test/CN={name} \
+             -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+        );
+        run(
+            Command::new(tool("openssl", "openssl"))
+                .current_dir(dir.path())
+                .args(args.split_whitespace()),
+            "",
+        );
+        TestCa {
+            name: name.to_string(),
+            dir,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The CA certificate (PEM file).
+    pub fn cert_file(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    /// The CA certificate, PEM.
+    pub fn cert_pem(&self) -> String {
+        read(&self.cert_file())
+    }
+
+    /// The CA's private key, PEM (for tests of input that must be refused).
+    pub fn key_pem(&self) -> String {
+        read(&self.dir.join("ca.key"))
+    }
+}
+
+/// mitmproxy's `mitmdump` on 127.0.0.1 (random port) as a TLS-intercepting proxy, killed on
+/// drop: basic proxy authentication with the [`ProxyConfig`]'s user, every HTTPS certificate
+/// re-signed with a [`TestCa`], the origins' own certificates verified against one CA file
+/// (`ssl_verify_upstream_trusted_ca`, as a corporate proxy verifies public sites), and the
+/// config's names resolved from a hosts file bind-mounted over /etc/hosts inside `unshare -rm`
+/// (mitmproxy resolves through glibc), as for tinyproxy. It has no refused names and lets
+/// CONNECT reach every port: `deny` and `connect_ports` must be empty.
+///
+/// Observed with mitmproxy 8.1.1 (Debian 12): no credentials → `407` (CONNECT too); a client
+/// that does not trust the signing CA fails its handshake (`unknown ca`), logged by mitmdump.
+pub struct Interceptor {
+    daemon: Daemon,
+    port: u16,
+    config: ProxyConfig,
+    upstream_ca: PathBuf,
+    /// The signing CA's name, and how many times mitmdump was started.
+    ca: String,
+    starts: u32,
+    dir: TempDir,
+}
+
+impl Interceptor {
+    pub fn start(config: &ProxyConfig, ca: &TestCa, upstream_ca: &Path) -> Interceptor {
+        assert!(
+            config.deny.is_empty() && config.connect_ports.is_empty(),
+            "mitmdump here refuses no names and allows CONNECT to every port"
+        );
+        config.check(ProxyKind::Squid);
+        let dir = TempDir::new("mitmdump");
+        write(&dir.join("hosts"), &hosts_file(&config.hosts));
+        let mut failures = String::new();
+        for n in 0..3 {
+            let port = free_port();
+            match mitmdump(&dir, config, upstream_ca, ca, port, n) {
+                Ok(daemon) => {
+                    return Interceptor {
+                        daemon,
+                        port,
+                        config: config.clone(),
+                        upstream_ca: upstream_ca.to_path_buf(),
+                        ca: ca.name().to_string(),
+                        starts: n + 1,
+                        dir,
+                    };
+                }
+                Err(e) => {
+                    let _ = writeln!(failures, "{e}");
+                }
+            }
+        }
+        panic!("mitmdump did not start:\n{failures}{}", mitm_files(&dir, 3));
+    }
+
+    /// Restarts mitmdump on the same port, re-signing with `ca` from now on. Returns once it
+    /// listens again; connections open until then are cut.
+    pub fn switch_ca(&mut self, ca: &TestCa) {
+        self.daemon.stop();
+        let mut failures = String::new();
+        // The port was ours a moment ago; another process may take it in between (then fail).
+        for _ in 0..3 {
+            let n = self.starts;
+            self.starts += 1;
+            match mitmdump(&self.dir, &self.config, &self.upstream_ca, ca, self.port, n) {
+                Ok(daemon) => {
+                    self.daemon = daemon;
+                    self.ca = ca.name().to_string();
+                    return;
+                }
+                Err(e) => {
+                    let _ = writeln!(failures, "{e}");
+                }
+            }
+        }
+        panic!(
+            "mitmdump did not restart on port {}:\n{failures}{}",
+            self.port,
+            self.logs()
+        );
+    }
+
+    /// The name of the CA it signs with now.
+    pub fn ca(&self) -> &str {
+        &self.ca
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://USER:PASSWORD@127.0.0.1:PORT`, both percent-encoded.
+    pub fn url_with(&self, user: &str, password: &str) -> String {
+        let (user, password) = (percent_encode(user), percent_encode(password));
+        format!("http://{user}:{password}@127.0.0.1:{}", self.port)
+    }
+
+    /// The URL with the configured (right) credentials.
+    pub fn authed_url(&self) -> String {
+        self.url_with(&self.config.user, &self.config.password)
+    }
+
+    /// The hosts file and the output of every start, for a failing test's output.
+    pub fn logs(&self) -> String {
+        mitm_files(&self.dir, self.starts)
+    }
+}
+
+impl Drop for Interceptor {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "mitmdump on port {} (signing with {}):\n{}",
+                self.port,
+                self.ca,
+                self.logs()
+            );
+        }
+    }
+}
+
+impl Daemon {
+    /// Kills the process and waits for its end (drop does the same).
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mitm_files(dir: &TempDir, starts: u32) -> String {
+    let names: Vec<String> = (0..starts).map(|n| format!("output-{n}.log")).collect();
+    let mut all = vec!["hosts"];
+    all.extend(names.iter().map(String::as_str));
+    sections(dir.path(), &all)
+}
+
+/// Start number `n` of mitmdump on `port`, signing with `ca` (its own confdir `ca-N` holding
+/// `mitmproxy-ca.pem`, key then certificate, as mitmproxy reads it); ready when it says it
+/// listens.
+fn mitmdump(
+    dir: &TempDir,
+    config: &ProxyConfig,
+    upstream_ca: &Path,
+    ca: &TestCa,
+    port: u16,
+    n: u32,
+) -> Result<Daemon, String> {
+    let confdir = dir.join(&format!("ca-{n}"));
+    fs::create_dir_all(&confdir).unwrap_or_else(|e| panic!("create {}: {e}", confdir.display()));
+    write(
+        &confdir.join("mitmproxy-ca.pem"),
+        &(ca.key_pem() + &ca.cert_pem()),
+    );
+    let mut cmd = Command::new(tool("unshare", "util-linux"));
+    cmd.args([
+        "-rm",
+        "/bin/sh",
+        "-c",
+        r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#,
+        "sh",
+    ])
+    .arg(dir.join("hosts"))
+    .arg(tool("mitmdump", "mitmproxy"))
+    .args(["--listen-host", "127.0.0.1", "--listen-port"])
+    .arg(port.to_string())
+    .arg("--set")
+    .arg(format!("confdir={}", confdir.display()))
+    .arg("--set")
+    .arg(format!(
+        "ssl_verify_upstream_trusted_ca={}",
+        upstream_ca.display()
+    ))
+    .arg("--set")
+    .arg(format!("proxyauth={}:{}", config.user, config.password))
+    .args(["--set", "connection_strategy=lazy"])
+    .env("HOME", dir.path());
+    let output = dir.join(&format!("output-{n}.log"));
+    let mut daemon = Daemon::spawn("mitmdump", &mut cmd, output.clone());
+    let line = format!("Proxy server listening at 127.0.0.1:{port}");
+    daemon
+        .wait_ready("mitmdump listening", || read(&output).contains(&line))
+        .map(|()| daemon)
+}
