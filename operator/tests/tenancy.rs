@@ -499,17 +499,25 @@ fn tls_patch(volume: Option<&Value>, app: Value) -> Value {
     json!({"spec": {"template": {"spec": spec}}})
 }
 
-/// The probe Job's trust, as the builder writes it with `spec.trust`.
+/// A PEM CERTIFICATE block of the shape the probe Job carries (the admission policy checks
+/// the framing, not the certificate).
+const PROBE_PEM: &str =
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----\n";
+
+/// The probe Job's trust, as the builder writes it with `spec.trust`: the CA sources under
+/// test as a value, and whether the shipped roots are kept.
 fn with_trust(j: &mut Value) {
-    pod(j)["volumes"] = json!([trust_volume("egress-proxy-corp")]);
     let c = probe_container(j);
-    c["volumeMounts"] = json!([trust_mount(TRUST_DIR, true)]);
     let env = c["env"].as_array_mut().expect("env");
     // Before the cluster CA, as the builder orders them.
     let at = env.len() - 1;
     env.insert(
         at,
-        json!({"name": "SSL_CERT_FILE", "value": "/etc/egress-proxy/trust/ca-bundle.crt"}),
+        json!({"name": "EGRESS_PROXY_PROBE_TRUST_ROOTS", "value": "keep"}),
+    );
+    env.insert(
+        at,
+        json!({"name": "EGRESS_PROXY_PROBE_TRUST", "value": PROBE_PEM}),
     );
 }
 
@@ -832,7 +840,7 @@ fn trust_attempts() -> Vec<Checked> {
             None,
         ),
         row(
-            "mount a hostPath volume as a probe Job's trust volume",
+            "mount a hostPath volume into a probe Job with trust",
             "POST",
             JOBS,
             probe(
@@ -843,40 +851,69 @@ fn trust_attempts() -> Vec<Checked> {
                 },
             ),
             false,
-            Some("only volume is egress-proxy-trust"),
+            Some("no volumes"),
         ),
         row(
-            "mount another ConfigMap as a probe Job's trust volume",
+            "mount a managed ConfigMap into a probe Job with trust",
             "POST",
             JOBS,
             probe("t2", |j| {
-                pod(j)["volumes"] = json!([trust_volume("team-settings")])
+                pod(j)["volumes"] = json!([trust_volume("egress-proxy-corp")]);
+                probe_container(j)["volumeMounts"] = json!([trust_mount(TRUST_DIR, true)]);
             }),
             false,
-            Some("only volume is egress-proxy-trust"),
+            Some("no volumes"),
         ),
         row(
-            "mount a probe Job's trust volume writable",
+            "put a private key into a probe Job's trust variable",
             "POST",
             JOBS,
             probe("t3", |j| {
-                probe_container(j)["volumeMounts"] = json!([trust_mount(TRUST_DIR, false)])
+                let env = probe_container(j)["env"].as_array_mut().unwrap();
+                for e in env
+                    .iter_mut()
+                    .filter(|e| e["name"] == "EGRESS_PROXY_PROBE_TRUST")
+                {
+                    e["value"] = json!(format!(
+                        "{PROBE_PEM}-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+                    ))
+                }
             }),
             false,
-            Some("but the trust volume, read-only"),
+            Some("as PEM CERTIFICATE blocks"),
         ),
         row(
-            "set a probe Job's SSL_CERT_FILE to another file",
+            "take a probe Job's trust variable from a Secret",
             "POST",
             JOBS,
             probe("t4", |j| {
                 let env = probe_container(j)["env"].as_array_mut().unwrap();
-                for e in env.iter_mut().filter(|e| e["name"] == "SSL_CERT_FILE") {
-                    e["value"] = json!("/tmp/ca.pem")
+                for e in env
+                    .iter_mut()
+                    .filter(|e| e["name"] == "EGRESS_PROXY_PROBE_TRUST")
+                {
+                    *e = json!({"name": "EGRESS_PROXY_PROBE_TRUST", "valueFrom":
+                        {"secretKeyRef": {"name": "team-settings", "key": "ca"}}});
                 }
             }),
             false,
-            Some("SSL_CERT_FILE as exactly"),
+            Some("as PEM CERTIFICATE blocks"),
+        ),
+        row(
+            "set a probe Job's trust roots to something else",
+            "POST",
+            JOBS,
+            probe("t5", |j| {
+                let env = probe_container(j)["env"].as_array_mut().unwrap();
+                for e in env
+                    .iter_mut()
+                    .filter(|e| e["name"] == "EGRESS_PROXY_PROBE_TRUST_ROOTS")
+                {
+                    e["value"] = json!("/etc/ssl/certs")
+                }
+            }),
+            false,
+            Some("as PEM CERTIFICATE blocks"),
         ),
     ]
 }
@@ -2004,7 +2041,24 @@ async fn trust_passes_the_shipped_rbac_and_admission_policy() {
         })
         .expect("the probe Job");
     let pod = probe.spec.as_ref().map(|s| &s.template).expect("template");
-    assert_eq!(trust_seen(pod).mounted, ["probe"]);
+    let spec = pod.spec.as_ref().expect("pod spec");
+    assert!(spec.volumes.is_none(), "the probe mounts nothing");
+    let vars = spec.containers[0].env.clone().unwrap_or_default();
+    let value = |n: &str| {
+        vars.iter()
+            .find(|e| e.name == n)
+            .and_then(|e| e.value.clone())
+    };
+    let pem = value("EGRESS_PROXY_PROBE_TRUST").expect("the CAs under test");
+    assert_eq!(
+        pem.matches("BEGIN CERTIFICATE").count(),
+        1,
+        "the policy's CA only"
+    );
+    assert_eq!(
+        value("EGRESS_PROXY_PROBE_TRUST_ROOTS").as_deref(),
+        Some("keep")
+    );
 
     // The policies go: everything of trust goes, the workload's own volume and options stay.
     let policies = Api::<egress_proxy_operator::api::EgressProxyPolicy>::namespaced(

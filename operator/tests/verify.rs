@@ -1206,13 +1206,11 @@ async fn a_private_key_in_the_source_is_refused_and_loses_nothing() {
     op.stop().await;
 }
 
-/// The probe Job must check the configuration under test, bundle included. Today it mounts the
-/// managed ConfigMap, which keeps the last verified bundle while the gate is closed
-/// (plan/applied.rs: the ConfigMap is written only when the gate is open), so the probe checks
-/// a new bundle with the old one: a source changed to an unrelated CA passes and rolls out (the
-/// workloads then distrust the proxy), and a source changed to the proxy's new CA fails forever.
+/// The probe Job checks the configuration under test, bundle included. (It once mounted the
+/// managed ConfigMap, which keeps the last verified bundle while the gate is closed, so a new
+/// bundle was checked with the old one: a source changed to an unrelated CA passed and rolled
+/// out, and one changed to the proxy's new CA failed forever.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails: the probe Job mounts the last verified bundle, not the one under test"]
 async fn the_probe_checks_the_bundle_under_test() {
     let (a, unrelated) = (TestCa::new("corp-a"), TestCa::new("unrelated"));
     let w = TrustWorld::start(&a, &a.cert_pem(), true, &["api"]).await;

@@ -7,7 +7,8 @@ use anyhow::Context;
 
 use crate::api::ExpectedPath;
 use crate::noproxy::{Env, Matcher};
-use crate::probe::{EndpointResult, check, net::Requester, termination_message};
+use crate::probe::net::{Requester, Trust};
+use crate::probe::{EndpointResult, check, termination_message};
 
 /// Arguments of `probe`.
 #[derive(Debug, clap::Args)]
@@ -52,6 +53,24 @@ pub struct ProbeArgs {
         hide_env_values = true
     )]
     pub ca_pem: Option<String>,
+    /// The CA certificates of a policy's `spec.trust` under test (PEM text): they, and with
+    /// `--trust-roots keep` the Mozilla roots the operator ships, replace the system's roots,
+    /// as a workload's `ca-bundle.crt` does. Probe Jobs set it.
+    #[arg(
+        long,
+        env = "EGRESS_PROXY_PROBE_TRUST",
+        value_name = "PEM",
+        hide_env_values = true
+    )]
+    pub trust_pem: Option<String>,
+    /// With --trust-pem: `keep` (the shipped roots too) or `replace` (the CAs only).
+    #[arg(
+        long,
+        env = "EGRESS_PROXY_PROBE_TRUST_ROOTS",
+        value_enum,
+        default_value_t = TrustRootsArg::Keep
+    )]
+    pub trust_roots: TrustRootsArg,
     /// Seconds each connection and request may take.
     #[arg(long, default_value_t = 10)]
     pub timeout: u64,
@@ -59,6 +78,24 @@ pub struct ProbeArgs {
     /// 4096 bytes). Skipped with a note on stderr when it cannot be written.
     #[arg(long, default_value = "/dev/termination-log")]
     pub termination_log: PathBuf,
+}
+
+/// `--trust-roots`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrustRootsArg {
+    Keep,
+    Replace,
+}
+
+/// The roots the probe checks servers with.
+fn trust(args: &ProbeArgs) -> Trust {
+    match args.trust_pem.as_deref().filter(|p| !p.trim().is_empty()) {
+        None => Trust::System,
+        Some(pem) => Trust::Bundle {
+            pem: pem.to_owned(),
+            keep: args.trust_roots == TrustRootsArg::Keep,
+        },
+    }
 }
 
 /// Parses `URL=Direct|Proxied|Blocked` (split at the last `=`: a query may contain one).
@@ -87,7 +124,12 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let dialect = super::explain::parse_dialect(&args.dialect)?;
     let matcher = Matcher::new(dialect, &Env::from_process());
     let timeout = Duration::from_secs(args.timeout.max(1));
-    let requester = Requester::new(&args.ca_files, args.ca_pem.as_deref(), timeout)?;
+    let requester = Requester::new(
+        &args.ca_files,
+        args.ca_pem.as_deref(),
+        &trust(args),
+        timeout,
+    )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -25,6 +25,16 @@ trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 type Io = Box<dyn Stream>;
 
+/// The roots the probe checks servers with.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// The system's, as the image has them.
+    System,
+    /// A policy's trust (`spec.trust`) under test: its CA sources (PEM), and with `keep` the
+    /// shipped root set, as `ca-bundle.crt` is built.
+    Bundle { pem: String, keep: bool },
+}
+
 /// Makes the probe's requests, each bounded by one timeout.
 pub struct Requester {
     tls: tokio_rustls::TlsConnector,
@@ -32,16 +42,30 @@ pub struct Requester {
 }
 
 impl Requester {
-    /// Trusts the system's CA certificates (`SSL_CERT_FILE`, `SSL_CERT_DIR`) and the PEM
-    /// files given (the cluster's CA, for the Kubernetes Service).
+    /// Trusts `trust` (by default the system's CA certificates: `SSL_CERT_FILE`,
+    /// `SSL_CERT_DIR`) and the PEM files given (the cluster's CA, for the Kubernetes Service).
     pub fn new(
         ca_files: &[PathBuf],
         ca_pem: Option<&str>,
+        trust: &Trust,
         timeout: Duration,
     ) -> anyhow::Result<Requester> {
         let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_native_certs::load_native_certs().certs {
-            let _ = roots.add(cert);
+        match trust {
+            Trust::System => {
+                for cert in rustls_native_certs::load_native_certs().certs {
+                    let _ = roots.add(cert);
+                }
+            }
+            Trust::Bundle { pem, keep } => {
+                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                    roots.add(cert.map_err(|e| anyhow::anyhow!("--trust-pem: {e}"))?)?;
+                }
+                let shipped = crate::trust::RootSet::shipped();
+                for c in shipped.certs.iter().filter(|_| *keep) {
+                    let _ = roots.add(CertificateDer::from(c.der.clone()));
+                }
+            }
         }
         for path in ca_files {
             let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(path)

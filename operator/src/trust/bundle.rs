@@ -100,6 +100,11 @@ fn wgetrc(bundle: &str, dir: &str, roots: Roots) -> String {
     }
 }
 
+/// The certificates as PEM, in order, as in `ca-bundle.crt`.
+pub fn pem_of<'a>(certs: impl IntoIterator<Item = &'a Certificate>) -> String {
+    certs.into_iter().map(|c| pem_block(&c.der)).collect()
+}
+
 /// One CERTIFICATE block, 64-column base64, LF.
 fn pem_block(der: &[u8]) -> String {
     let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);

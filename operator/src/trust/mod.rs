@@ -8,7 +8,7 @@ mod dialects;
 mod pkcs12;
 mod roots;
 
-pub use bundle::{Bundle, build};
+pub use bundle::{Bundle, build, pem_of};
 pub use certs::{Certificate, expiring, parse_source};
 pub use dialects::{Effect, TrustVar, Value, When, variables};
 pub use pkcs12::truststore;

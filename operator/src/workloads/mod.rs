@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{
 use serde_json::{Map, Value, json};
 
 pub use cleanup::{cleanup_patch, original_key, originals_of};
-pub use mount::{TRUST_DIR, TrustConflict, TrustMount, VOLUME, trust_mount, trust_volume};
+pub use mount::{TRUST_DIR, TrustConflict, TrustMount, VOLUME};
 
 use crate::api::{ExistingEnv, InitContainers, WorkloadKind};
 use crate::noproxy::redact_proxy;

@@ -90,18 +90,8 @@ pub(super) fn mount_current(c: &Container) -> bool {
     mount_at_dir(c).is_some_and(|m| m.name == VOLUME && m.read_only == Some(true))
 }
 
-/// Our mount, read-only at [`TRUST_DIR`].
-pub fn trust_mount() -> VolumeMount {
-    VolumeMount {
-        name: VOLUME.to_owned(),
-        mount_path: TRUST_DIR.to_owned(),
-        read_only: Some(true),
-        ..Default::default()
-    }
-}
-
 /// Our volume as it should be: the managed ConfigMap's `files`.
-pub fn trust_volume(managed: &str, files: &[String]) -> Volume {
+pub(super) fn trust_volume(managed: &str, files: &[String]) -> Volume {
     Volume {
         name: VOLUME.to_owned(),
         config_map: Some(ConfigMapVolumeSource {

@@ -27,7 +27,10 @@ impl Applied {
         verify::ProbeEnv {
             no_proxy: &self.rendered.no_proxy.value,
             java_options: self.java_options.as_deref(),
-            trust_files: self.trust.as_ref().map(|t| t.files.as_slice()),
+            trust: self.trust.as_ref().map(|t| {
+                let keep = t.roots == crate::trust::Roots::Keep;
+                (t.sources_pem.as_str(), keep)
+            }),
         }
     }
 }

@@ -17,6 +17,10 @@ use crate::trust::{
 /// units a byte, and an expression may cost at most 1,000,000 (Mozilla's roots are 180 KB).
 pub const MAX_BUNDLE: usize = 400 * 1024;
 
+/// The most PEM the probe Job gets as its trust variable: one variable may hold 128 KiB
+/// (Linux `MAX_ARG_STRLEN`), and the proxy variables and NO_PROXY need room too.
+pub const MAX_PROBE_TRUST: usize = 96 * 1024;
+
 /// One CA source as the executor read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceRead {
@@ -53,6 +57,8 @@ pub(crate) struct Trusted {
     pub vars: Vec<String>,
     /// The managed ConfigMap's keys mounted as files.
     pub files: Vec<String>,
+    /// The CA sources as PEM, each certificate once: what the probe checks with.
+    pub sources_pem: String,
     /// Source certificates expiring within `expiryWarningDays`, as sentences.
     pub expiring: Vec<String>,
 }
@@ -85,6 +91,18 @@ pub(super) fn stage(i: &Inputs) -> Result<Option<Trusted>, Blocker> {
     let only: Vec<Certificate> = certs.iter().map(|(_, c)| c.clone()).collect();
     let bundle = trust::build(dialect, &only, spec.roots, i.root_set, TRUST_DIR)
         .map_err(|e| blocker(reason::TRUST_INVALID, e.to_string()))?;
+    let mut seen = std::collections::HashSet::new();
+    let distinct = only.iter().filter(|c| seen.insert(c.sha256.as_str()));
+    let sources_pem = trust::pem_of(distinct);
+    if sources_pem.len() > MAX_PROBE_TRUST && i.policy.spec.verification.is_some() {
+        let message = format!(
+            "the trust sources hold {} bytes of certificates, more than a probe Job's \
+             environment carries ({MAX_PROBE_TRUST}): verify with fewer CA sources (the \
+             proxy's CA, not a whole root store)",
+            sources_pem.len()
+        );
+        return Err(blocker(reason::TRUST_INVALID, message));
+    }
     if bundle.pem.len() > MAX_BUNDLE {
         let message = format!(
             "the trust bundle is {} bytes, more than {MAX_BUNDLE}: the admission policy checks \
@@ -121,6 +139,7 @@ pub(super) fn stage(i: &Inputs) -> Result<Option<Trusted>, Blocker> {
         bundle,
         certs,
         files,
+        sources_pem,
         expiring,
     }))
 }

@@ -215,10 +215,16 @@ pub struct ProbeEnv<'a> {
     pub no_proxy: &'a str,
     /// `java`: the options a workload's `JAVA_TOOL_OPTIONS` gets.
     pub java_options: Option<&'a str>,
-    /// `spec.trust`: the managed ConfigMap's trust files, mounted as in the workloads; the
-    /// probe trusts the bundle (`SSL_CERT_FILE`) instead of the image's roots.
-    pub trust_files: Option<&'a [String]>,
+    /// `spec.trust` under test: the CA sources (PEM) and whether the shipped roots are kept.
+    /// The probe trusts them instead of the image's roots. (Not the managed ConfigMap: while
+    /// the gate is closed it keeps the last verified bundle.)
+    pub trust: Option<(&'a str, bool)>,
 }
+
+/// The probe's variable holding the CA sources under test (PEM).
+pub const TRUST_ENV: &str = "EGRESS_PROXY_PROBE_TRUST";
+/// The probe's variable saying whether the shipped roots are kept (`keep`, `replace`).
+pub const TRUST_ROOTS_ENV: &str = "EGRESS_PROXY_PROBE_TRUST_ROOTS";
 
 /// The probe Job for a run: the operator's image running `probe` with the environment a
 /// workload gets from the slot under test (credentials by reference only) and the NO_PROXY
@@ -282,15 +288,11 @@ fn pod_spec(i: &Inputs, w: &Wanted, values: &ProbeEnv, image: &str) -> PodSpec {
             }),
             ..Default::default()
         }),
-        volumes: values
-            .trust_files
-            .map(|f| vec![workloads::trust_volume(&own_names(i.policy), f)]),
         containers: vec![Container {
             name: "probe".into(),
             image: Some(image.to_owned()),
             args: Some(args),
             env: Some(probe_env(i, w, values)),
-            volume_mounts: values.trust_files.map(|_| vec![workloads::trust_mount()]),
             resources: Some(resources()),
             security_context: Some(SecurityContext {
                 allow_privilege_escalation: Some(false),
@@ -335,16 +337,15 @@ fn probe_env(i: &Inputs, w: &Wanted, values: &ProbeEnv) -> Vec<EnvVar> {
             value_from: None,
         });
     }
-    if values.trust_files.is_some() {
-        env.push(EnvVar {
-            name: "SSL_CERT_FILE".into(),
-            value: Some(format!(
-                "{}/{}",
-                workloads::TRUST_DIR,
-                crate::trust::BUNDLE_KEY
-            )),
-            value_from: None,
-        });
+    if let Some((pem, keep)) = values.trust {
+        let roots = if keep { "keep" } else { "replace" };
+        for (name, value) in [(TRUST_ENV, pem), (TRUST_ROOTS_ENV, roots)] {
+            env.push(EnvVar {
+                name: name.into(),
+                value: Some(value.to_owned()),
+                value_from: None,
+            });
+        }
     }
     env.push(EnvVar {
         name: CA_ENV.into(),
