@@ -28,6 +28,8 @@ command -v lua5.1 >/dev/null || { apt-get update -qq && apt-get install -y -qq l
 [[ -f /usr/share/gocode/src/sigs.k8s.io/structured-merge-diff/merge/update.go ]] && command -v go >/dev/null || { apt-get update -qq && apt-get install -y -qq golang-go golang-k8s-sigs-structured-merge-diff-dev >/dev/null; }
 # systemd-analyze, which checks the rendered containerd drop-in (operator/tests/render_consumers.rs).
 command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd >/dev/null; }
+# No module of either crate imports another in a circle (docs/architecture.md).
+python3 scripts/module-cycles.py
 # --no-fail-fast: a failing test binary does not hide the failures of the ones after it.
 cargo test --workspace --locked --no-fail-fast
 # kube-sim against upstream's own code (already passed above): the counts, printed.
