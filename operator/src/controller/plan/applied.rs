@@ -405,18 +405,7 @@ fn inject(
     };
     let decided =
         workloads::plan(&v.id, &v.template, &inj).map_err(|e| (v.id.clone(), e.to_string()))?;
-    for c in &decided.conflicts {
-        applied.conflicts.push(format!("{}: {c}", v.id));
-    }
-    for c in &decided.trust_conflicts {
-        applied.conflicts.push(format!("{}: {c}", v.id));
-    }
-    for o in &decided.overridden {
-        if let Ok(b) = serde_json::to_vec(o) {
-            let k = workloads::original_key(&v.id, &o.container, &o.env.name);
-            data.0.insert(k, ByteString(b));
-        }
-    }
+    record(&v.id, &decided, data, applied);
     let written = i
         .recent
         .get(&v.id)
@@ -437,6 +426,27 @@ fn inject(
         write: decided.write,
         marker: Marker::Hash(applied.hash.clone()),
     }))
+}
+
+/// What a workload's plan reports: its conflicts into the status, the own entries it
+/// replaces into the managed Secret (the cleanup restores them).
+fn record(
+    id: &WorkloadId,
+    decided: &workloads::TemplatePlan,
+    data: &mut SecretData,
+    applied: &mut Applied,
+) {
+    let conflicts = decided.conflicts.iter().map(ToString::to_string);
+    let trust = decided.trust_conflicts.iter().map(ToString::to_string);
+    for c in conflicts.chain(trust) {
+        applied.conflicts.push(format!("{id}: {c}"));
+    }
+    for o in &decided.overridden {
+        if let Ok(b) = serde_json::to_vec(o) {
+            let k = workloads::original_key(id, &o.container, &o.env.name);
+            data.0.insert(k, ByteString(b));
+        }
+    }
 }
 
 /// The running Jobs the policy selects but cannot change (a Job's template is immutable)
