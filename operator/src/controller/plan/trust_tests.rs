@@ -361,3 +361,37 @@ fn a_bundle_too_large_for_admission_blocks() {
     };
     assert_blocked(&w, reason::TRUST_INVALID, "more than 409600");
 }
+
+#[test]
+fn the_probe_job_carries_the_cas_under_test_not_the_managed_config_map() {
+    let corp = ca("Corp CA", (2030, 1, 1));
+    let spec = json!({"trust": {"roots": "Replace"}, "noProxy": {"dialect": "go"},
+        "verification": {"endpoints": [{"url": "https://status.example.com/", "expect": "Proxied"}]}});
+    let mut w = trusting(spec, vec![corp.clone()]);
+    w.probe = Some(verify::ProbeRun::Missing);
+    let job = w.plan().create_probe.expect("the probe Job");
+    let pod = job.spec.expect("spec").template.spec.expect("pod");
+    assert!(pod.volumes.is_none(), "the probe mounts nothing");
+    let env = pod.containers[0].env.clone().expect("env");
+    let value = |n: &str| {
+        env.iter()
+            .find(|e| e.name == n)
+            .and_then(|e| e.value.clone())
+    };
+    let pem = value(verify::TRUST_ENV).expect("the CAs under test");
+    let parsed = crate::trust::parse_source(
+        "probe",
+        pem.as_bytes(),
+        Timestamp::from_second(1_800_000_000).expect("t"),
+    );
+    assert_eq!(
+        parsed
+            .expect("PEM")
+            .iter()
+            .map(|c| &c.sha256)
+            .collect::<Vec<_>>(),
+        [&corp.sha256]
+    );
+    assert_eq!(value(verify::TRUST_ROOTS_ENV).as_deref(), Some("replace"));
+    assert!(env.iter().all(|e| e.name != "SSL_CERT_FILE"));
+}
