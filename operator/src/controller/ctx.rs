@@ -249,7 +249,7 @@ pub(super) async fn discovery(
                 tasks,
                 metrics,
                 watcher(Api::<Node>::all(c.clone()), config()),
-                objects::strip_node,
+                super::cluster::strip_node,
                 ping(changed),
             ),
             false => not_read(),

@@ -4,6 +4,7 @@
 //! of a namespaced install).
 
 mod cached;
+mod cluster;
 mod conditions;
 mod ctx;
 mod errors;

@@ -18,8 +18,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::cluster::{self, DiscoverySources};
 use super::errors::{self, Category, Error};
-use super::objects::{self, DiscoverySources, JobView, Workload, WorkloadView};
+use super::objects::{JobView, Workload, WorkloadView};
 use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
     SlotRead, SourceProblem, SourceRead,
@@ -51,7 +52,7 @@ fn unix_now() -> u64 {
 pub(super) fn cluster_inputs(ctx: &Ctx) -> ClusterInputs {
     let d = &ctx.discovery;
     let config_maps: Vec<_> = d.config_maps.iter().flat_map(|s| s.state()).collect();
-    objects::cluster_inputs(
+    cluster::cluster_inputs(
         &DiscoverySources {
             nodes: &d.nodes.state(),
             services: &d.services.state(),
