@@ -1,7 +1,7 @@
 //! Server-side apply: field ownership per manager (metadata.managedFields, FieldsV1),
 //! conflicts unless forced, and removal of fields a manager stopped applying, computed as
 //! structured-merge-diff's `merge.Updater` does (`smd.rs`) over the list and map types of
-//! `list_types.rs`. Checked against the library by tests/apply_upstream.rs.
+//! `list_types.rs`. Checked against the library by tests/it/apply_upstream.rs.
 //!
 //! Ordinary writes record `Update` ownership of the fields they change (`update_entries`).
 //! Entries are per (manager, operation, subresource), as on the real server.

@@ -74,7 +74,7 @@ pub fn apply_patch(kind: PatchKind, doc: &Value, body: &[u8]) -> ApiResult<Value
 
 /// Strategic merge patch exactly as apimachinery's `strategicpatch` (and `kubectl patch
 /// --local`) computes it, before the server's typed decode; `doc`'s `kind` selects the
-/// patch metadata. Checked against kubectl by `tests/strategic_upstream.rs`.
+/// patch metadata. Checked against kubectl by `tests/it/strategic_upstream.rs`.
 pub fn strategic_merge_patch(doc: &Value, patch: &Value) -> ApiResult<Value> {
     let Value::Object(p) = patch else {
         return Err(ApiError::bad_request(

@@ -57,7 +57,7 @@ RBAC_HEADER = """\
 # egress-proxy-operator in egress-proxy-system, default values): edit the chart, then run
 # scripts/chart-test.sh --write-rbac. The chart test fails when this file differs.
 #
-# Tested: operator/tests/tenancy.rs runs the operator binary with a token of exactly this
+# Tested: operator/tests/it/tenancy.rs runs the operator binary with a token of exactly this
 # account against the in-memory API server, which enforces RBAC.
 # Apply with: kubectl apply -f crds/ -f deploy/rbac.yaml
 apiVersion: v1

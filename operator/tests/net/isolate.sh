@@ -1,5 +1,5 @@
 #!/bin/sh
-# The isolated client network of operator/tests/common/net.rs (its module doc has the layout).
+# The isolated client network of operator/tests/it/common/net.rs (its module doc has the layout).
 # Run it through `unshare -rnm` (fresh user, network and mount namespaces) as
 #
 #     unshare -rnm /bin/sh isolate.sh DIR PROGRAM [ARG...]

@@ -4,7 +4,7 @@
 Generates a few hundred (original object, strategic patch) pairs from a fixed seed, runs each
 through `kubectl patch --local -f ORIG.json --type strategic -p PATCH -o json`, and writes
 originals, patches and kubectl's answer (the object, or the exit status and message) to
-kube-sim/tests/upstream/smp-cases.json. kube-sim/tests/strategic_upstream.rs replays them.
+kube-sim/tests/upstream/smp-cases.json. kube-sim/tests/it/strategic_upstream.rs replays them.
 
 Every case runs twice: a case whose two answers differ (apimachinery walks Go maps in random
 order) is left out and counted in the file.

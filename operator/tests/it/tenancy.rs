@@ -2,7 +2,7 @@
 //! ServiceAccount's token, and raw HTTP requests with the same token. What the token can and
 //! cannot do is measured here and must match the table in docs/security.md.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,11 +14,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::client::Body;
 use serde_json::{Value, json};
 
-const RBAC: &str = include_str!("../../deploy/rbac.yaml");
-const TENANT: &str = include_str!("../../deploy/tenant.yaml");
-const GRANT: &str = include_str!("../../deploy/source-grant.yaml");
-const ADMISSION: &str = include_str!("../../deploy/admission.yaml");
-const SECURITY: &str = include_str!("../../docs/security.md");
+const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
+const TENANT: &str = include_str!("../../../deploy/tenant.yaml");
+const GRANT: &str = include_str!("../../../deploy/source-grant.yaml");
+const ADMISSION: &str = include_str!("../../../deploy/admission.yaml");
+const SECURITY: &str = include_str!("../../../docs/security.md");
 
 /// The password of the shared source Secret: it must show up nowhere but in Secrets.
 const PASSWORD: &str = "tenancy-sentinel-0x5e";

@@ -8,7 +8,7 @@
 //! `EPO_SOAK_SECONDS` sets how long changes go on (default 40, as CI runs it); by hand:
 //! `EPO_SOAK_SECONDS=600 cargo test --release -p egress-proxy-operator --test soak -- --nocapture`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::future::Future;

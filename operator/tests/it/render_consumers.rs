@@ -2,7 +2,7 @@
 //! operator reconciled in the in-memory API server; the containerd drop-in checked with
 //! `systemd-analyze verify`; the shell snippet sourced by real shells; no credential printed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -363,7 +363,7 @@ fn trust_example_is_delivered(kc: &Path, report: &str) {
 /// The demo's built-in cluster facts without their ServiceCIDR, as a cluster that publishes
 /// none (GKE before 1.33, Kubernetes before 1.33 without the feature) would be exported.
 fn facts_without_service_cidr() -> String {
-    let docs: Vec<&str> = include_str!("../demo/cluster.yaml")
+    let docs: Vec<&str> = include_str!("../../demo/cluster.yaml")
         .split("\n---\n")
         .filter(|doc| !doc.contains("kind: ServiceCIDR"))
         .collect();

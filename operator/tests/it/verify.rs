@@ -3,7 +3,7 @@
 //! wrapper), the probe checks the four paths through a real tinyproxy, the operator reads the
 //! termination message into status, and the gate decides whether workloads are switched.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -1113,43 +1113,11 @@ async fn assert_templates_hold(w: &TrustWorld, bundles: &BTreeMap<String, String
     }
 }
 
-/// What the operator logs in this test binary (installed once, by the test that reads it).
-fn captured_logs() -> &'static std::sync::Mutex<Vec<u8>> {
-    static LOGS: std::sync::OnceLock<std::sync::Arc<std::sync::Mutex<Vec<u8>>>> =
-        std::sync::OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let writer = LogWriter(buffer.clone());
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("debug")
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .try_init();
-        buffer
-    })
-}
-
-#[derive(Clone)]
-struct LogWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A source holding a private key: TrustInvalid naming the source and the block, nothing
 /// written, every template as it was, and the key's bytes nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_key_in_the_source_is_refused_and_loses_nothing() {
-    let logs = captured_logs();
+    let logs = common::logs::capture();
     let corp = TestCa::new("corp-a");
     let w = TrustWorld::start(&corp, &corp.cert_pem(), true, &["api", "web"]).await;
     let op = w.operator();
@@ -1192,7 +1160,7 @@ async fn a_private_key_in_the_source_is_refused_and_loses_nothing() {
         .await
         .expect("managed");
     seen += &serde_json::to_string(&managed).expect("json");
-    seen += &String::from_utf8_lossy(&logs.lock().expect("logs"));
+    seen += &logs.text();
     assert!(
         seen.contains("block 2 is a private key"),
         "the refusal was read"

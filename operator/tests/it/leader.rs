@@ -5,7 +5,7 @@
 //! `--metrics-auth kubernetes` (the default), /metrics answers only a bearer token allowed to
 //! get it, while the probes' paths stay open.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -656,7 +656,7 @@ async fn a_leader_cut_off_from_the_api_stops_at_its_deadline_and_starts_a_new_te
 
 /// The shipped ClusterRole that lets a scraper get /metrics, from deploy/rbac.yaml.
 fn metrics_reader_role() -> &'static str {
-    include_str!("../../deploy/rbac.yaml")
+    include_str!("../../../deploy/rbac.yaml")
         .split("\n---\n")
         .find(|d| d.contains("name: egress-proxy-operator-metrics-reader"))
         .expect("deploy/rbac.yaml has the metrics-reader ClusterRole")

@@ -3,7 +3,7 @@
 //! period): what rotation tooling sees in status, and that the old slot is never declared
 //! revocable while a template or a Pod still uses it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

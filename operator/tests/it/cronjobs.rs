@@ -3,7 +3,7 @@
 //! immutable) are reported and never written, and a release takes everything back out.
 //! kube-sim does not schedule CronJobs: the test creates a "scheduled" Job itself.
 
-mod common;
+use crate::common;
 
 use common::*;
 use k8s_openapi::api::batch::v1::{CronJob, Job};

@@ -2,7 +2,7 @@
 //! proven with the real curl running inside the isolated network: what is bridged is reachable,
 //! what is not is refused, and the proxies authenticate, refuse and tunnel as documented there.
 
-mod common;
+use crate::common;
 
 use std::net::Ipv4Addr;
 use std::os::unix::process::ExitStatusExt;

@@ -3,7 +3,7 @@
 //! reachable, against real tinyproxy and squid. The external and forbidden targets exist only
 //! behind the proxy, so `Proxied`, `Blocked` and "would leak direct" are facts of the network.
 
-mod common;
+use crate::common;
 
 use std::net::Ipv4Addr;
 

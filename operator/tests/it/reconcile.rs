@@ -1,7 +1,7 @@
 //! The reconciler end to end, over HTTP against the in-memory API server and its simulated
 //! workload controllers. Write counts come from the server's request accounting.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -913,7 +913,7 @@ async fn reconciles_read_from_caches_not_lists() {
 async fn runs_with_exactly_the_shipped_rbac() {
     let env = Env::new(BASE).await;
     env.sim
-        .apply_yaml(include_str!("../../deploy/rbac.yaml"))
+        .apply_yaml(include_str!("../../../deploy/rbac.yaml"))
         .unwrap();
     let token = env
         .sim
@@ -981,7 +981,7 @@ async fn runs_with_exactly_the_shipped_rbac() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     env.sim
-        .apply_yaml(include_str!("../../deploy/tenant.yaml"))
+        .apply_yaml(include_str!("../../../deploy/tenant.yaml"))
         .unwrap();
     let p = wait_reason(&env, "team-a", "outbound", "Reconciled").await;
     assert_eq!(p.status.unwrap().workloads.unwrap().up_to_date, 3);

@@ -1,7 +1,7 @@
 //! Install shapes: a namespaced install that may only read and write its listed namespaces,
 //! and `run` leaving nothing behind when it returns.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -351,7 +351,7 @@ async fn two_instances_starting_together_roll_each_workload_once() {
 /// namespace instead of the ClusterRoleBinding, as `tests/chart/render.py` checks the chart
 /// renders it; and the tenant binding in each.
 fn chart_namespaced_rbac() -> String {
-    let docs: Vec<&str> = include_str!("../../deploy/rbac.yaml")
+    let docs: Vec<&str> = include_str!("../../../deploy/rbac.yaml")
         .split("\n---\n")
         .filter(|d| {
             !(d.contains("kind: ClusterRoleBinding")

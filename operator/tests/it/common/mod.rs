@@ -2,6 +2,7 @@
 //! of the demo, the CRD, and the operator running against it over HTTP.
 #![allow(dead_code)]
 
+pub mod logs;
 pub mod net;
 
 use std::future::Future;
@@ -24,7 +25,7 @@ use tokio::task::JoinHandle;
 /// The policy most tests' fixtures define.
 pub const OUTBOUND: &[(&str, &str)] = &[("team-a", "outbound")];
 
-pub const CLUSTER: &str = include_str!("../../demo/cluster.yaml");
+pub const CLUSTER: &str = include_str!("../../../demo/cluster.yaml");
 
 pub struct Operator {
     stop: Option<oneshot::Sender<()>>,

@@ -6,7 +6,7 @@
 use kube_sim::{PatchKind, apply_patch, strategic_merge_patch};
 use serde_json::Value;
 
-const CASES: &str = include_str!("upstream/smp-cases.json");
+const CASES: &str = include_str!("../upstream/smp-cases.json");
 
 /// What kube-sim made of a case, when it differs from upstream.
 fn mismatch(case: &Value) -> Option<String> {

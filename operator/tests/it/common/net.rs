@@ -76,7 +76,7 @@
 //! nothing written outside its temporary directory.
 //!
 //! Status codes the proxies answer, observed with curl against tinyproxy 1.11.1 and squid 5.7
-//! (Debian 12) and asserted by `operator/tests/net_harness.rs`, the same for a plain-HTTP
+//! (Debian 12) and asserted by `operator/tests/it/net_harness.rs`, the same for a plain-HTTP
 //! absolute-form request and for CONNECT (where curl reports it as `%{http_connect}` and
 //! exits 56):
 //!
@@ -1114,7 +1114,7 @@ fn runner_script(unshare: &Path, dir: &TempDir, program: Option<&Path>) -> Strin
         .map(|p| format!(" {}", sh_quote(&p.to_string_lossy())))
         .unwrap_or_default();
     format!(
-        "#!/bin/sh\n# The isolated network of {} (operator/tests/common/net.rs).\n\
+        "#!/bin/sh\n# The isolated network of {} (operator/tests/it/common/net.rs).\n\
          exec {} -rnm /bin/sh {} {}{program} \"$@\"\n",
         dir.path().display(),
         sh_quote(&unshare.to_string_lossy()),

@@ -1,10 +1,7 @@
 //! A sentinel password, planted in valid and invalid proxy URLs, must appear nowhere but in
 //! Secrets: not in debug logs, Events, status, annotations, pod templates or error messages.
 
-mod common;
-
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use crate::common;
 
 use common::*;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -16,22 +13,6 @@ use serde::Serialize;
 use serde_json::json;
 
 const SENTINEL: &str = "Sentinel-pw-7f3a9c";
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 async fn dump<K>(env: &Env) -> String
 where
@@ -51,13 +32,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_password_appears_only_in_secrets() {
-    let logs = Buffer::default();
-    let writer = logs.clone();
-    tracing_subscriber::fmt()
-        .with_env_filter("debug")
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .init();
+    let logs = common::logs::capture();
 
     let yaml = format!(
         r#"
@@ -221,7 +196,7 @@ spec:
     .await;
     op.stop().await;
 
-    let captured = String::from_utf8_lossy(&logs.0.lock().expect("logs")).into_owned();
+    let captured = logs.text();
     let mut places = vec![
         ("logs", captured),
         ("events", dump::<Event>(&env).await),

@@ -2,7 +2,7 @@
 //! OpenShift's configs and Calico's IP pools served as CRDs with their real field names,
 //! watched live, and switched off with `--disable-discovery-source`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -15,8 +15,8 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube_sim::{Config, KubeSim};
 use serde_json::Value;
 
-const CASES: &str = include_str!("upstream/ssa-cases.json");
-const EXPECTED: &str = include_str!("upstream/ssa-expected.json");
+const CASES: &str = include_str!("../upstream/ssa-cases.json");
+const EXPECTED: &str = include_str!("../upstream/ssa-expected.json");
 
 fn upstream_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstream")

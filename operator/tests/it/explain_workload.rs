@@ -2,7 +2,7 @@
 //! the real way, then the binary explains it (and workloads the operator does not manage)
 //! with a kubeconfig, as a user would.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Output;
