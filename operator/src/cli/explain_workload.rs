@@ -1014,16 +1014,7 @@ mod tests {
     /// A self-signed CA certificate (PEM) named `cn`, valid from Jan 1st of `from` to Jan 1st
     /// of `to`.
     fn ca_pem(cn: &str, from: i32, to: i32) -> String {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, date_time_ymd};
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.not_before = date_time_ymd(from, 1, 1);
-        params.not_after = date_time_ymd(to, 1, 1);
-        params
-            .self_signed(&KeyPair::generate().unwrap())
-            .unwrap()
-            .pem()
+        crate::trust::testing::ca_pem(cn, (from, 1, 1), (to, 1, 1))
     }
 
     const TRUST_FILE: &str = "/etc/egress-proxy/trust/ca-bundle.crt";

@@ -155,8 +155,6 @@ fn write_files(dir: &Path, bundle: &Bundle) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, date_time_ymd};
-
     use super::*;
 
     /// A fresh directory under the system's temp dir.
@@ -168,15 +166,7 @@ mod tests {
     }
 
     fn ca_pem(cn: &str) -> String {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.not_before = date_time_ymd(2025, 1, 1);
-        params.not_after = date_time_ymd(2026, 6, 20);
-        params
-            .self_signed(&KeyPair::generate().unwrap())
-            .unwrap()
-            .pem()
+        crate::trust::testing::ca_pem(cn, (2025, 1, 1), (2026, 6, 20))
     }
 
     fn args(dialect: &str, tmp: &Path, output: Output) -> TrustArgs {
@@ -262,7 +252,7 @@ mod tests {
             err.contains("Replace is not possible with dialect node-undici"),
             "{err}"
         );
-        let key = KeyPair::generate().unwrap().serialize_pem();
+        let key = rcgen::KeyPair::generate().unwrap().serialize_pem();
         std::fs::write(&a.ca[0], &key).unwrap();
         a.roots = RootsArg::Keep;
         let err = format!("{:#}", render(&a, now()).unwrap_err());

@@ -106,3 +106,21 @@ pub enum TrustError {
 
 #[cfg(test)]
 mod tests;
+
+/// Certificates the tests of other modules make.
+#[cfg(test)]
+pub(crate) mod testing {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, date_time_ymd};
+
+    /// A self-signed CA certificate (PEM) with the common name `cn`, valid from `from` to
+    /// `until` (year, month, day).
+    pub(crate) fn ca_pem(cn: &str, from: (i32, u8, u8), until: (i32, u8, u8)) -> String {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.not_before = date_time_ymd(from.0, from.1, from.2);
+        params.not_after = date_time_ymd(until.0, until.1, until.2);
+        let key = KeyPair::generate().expect("key");
+        params.self_signed(&key).expect("certificate").pem()
+    }
+}

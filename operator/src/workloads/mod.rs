@@ -66,21 +66,23 @@ pub const TRUST_VARS: [&str; 6] = [
 ];
 
 /// The names an entry of ours can have: [`PROXY_VARS`], [`JAVA_OPTIONS`] and [`TRUST_VARS`].
-pub const OWNED_VARS: [&str; 13] = [
-    "HTTP_PROXY",
-    "http_proxy",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "NO_PROXY",
-    "no_proxy",
-    JAVA_OPTIONS,
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "CURL_CA_BUNDLE",
-    "REQUESTS_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
-    "WGETRC",
-];
+pub const OWNED_VARS: [&str; 13] = owned_vars();
+
+const fn owned_vars() -> [&'static str; 13] {
+    let mut out = [""; 13];
+    let mut i = 0;
+    while i < PROXY_VARS.len() {
+        out[i] = PROXY_VARS[i];
+        i += 1;
+    }
+    out[PROXY_VARS.len()] = JAVA_OPTIONS;
+    let mut j = 0;
+    while j < TRUST_VARS.len() {
+        out[PROXY_VARS.len() + 1 + j] = TRUST_VARS[j];
+        j += 1;
+    }
+    out
+}
 
 /// The names whose entries of ours take their value by reference to a managed object
 /// ([`PROXY_VARS`] and [`TRUST_VARS`]; not [`JAVA_OPTIONS`]).

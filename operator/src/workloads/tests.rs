@@ -1037,3 +1037,15 @@ fn a_workloads_own_volume_of_our_name_at_our_path_is_never_taken_out() {
         );
     }
 }
+
+#[test]
+fn owned_vars_are_the_proxy_variables_java_options_and_the_trust_variables() {
+    let want: Vec<&str> = PROXY_VARS
+        .iter()
+        .chain([&JAVA_OPTIONS])
+        .chain(TRUST_VARS.iter())
+        .copied()
+        .collect();
+    assert_eq!(OWNED_VARS.to_vec(), want);
+    assert!(OWNED_VARS.iter().all(|v| !v.is_empty()));
+}

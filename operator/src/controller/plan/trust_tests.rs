@@ -1,7 +1,6 @@
 //! The trust stage in the plan: sources to bundle, ConfigMap, workloads and status.
 
 use k8s_openapi::jiff::Timestamp;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, date_time_ymd};
 
 use super::*;
 use crate::api::reasons::TRUST_EXPIRING;
@@ -12,13 +11,7 @@ const SHOWN: &str = "ConfigMap team-a/corp-ca key ca.crt";
 /// A CA certificate named `cn`, valid from 2026-01-01 to `until` (y, m, d), checked as the
 /// executor checks a source at the world's time.
 fn ca(cn: &str, until: (i32, u8, u8)) -> Certificate {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.not_before = date_time_ymd(2026, 1, 1);
-    params.not_after = date_time_ymd(until.0, until.1, until.2);
-    let key = KeyPair::generate().expect("key");
-    let pem = params.self_signed(&key).expect("cert").pem();
+    let pem = crate::trust::testing::ca_pem(cn, (2026, 1, 1), until);
     let at = Timestamp::from_second(1_800_000_000).expect("time");
     crate::trust::parse_source(SHOWN, pem.as_bytes(), at)
         .expect("a valid CA")
