@@ -11,23 +11,16 @@ use kube::{Resource, ResourceExt};
 
 use super::lean::strip;
 use crate::discovery::{
-    ClusterInputs, NamedValues, NodeArgs, NodeInputs, PlatformInputs, PlatformSource,
+    ClusterInputs, NamedValues, NodeInputs, PlatformInputs, PlatformSource, platforms,
 };
 
-/// The Node annotations discovery reads: OVN-Kubernetes' subnets, k3s' and RKE2's arguments.
-pub const NODE_ANNOTATIONS: [&str; 3] = [
-    "k8s.ovn.org/node-subnets",
-    "k3s.io/node-args",
-    "rke2.io/node-args",
-];
-
 /// Keeps only the Node fields discovery reads: name, pod CIDRs, providerID, addresses and
-/// [`NODE_ANNOTATIONS`].
+/// the annotations the platform sources read ([`platforms::node_annotations`]).
 pub fn strip_node(n: &mut Node) {
     strip(n);
     n.metadata.labels = None;
     if let Some(a) = n.metadata.annotations.as_mut() {
-        a.retain(|k, _| NODE_ANNOTATIONS.contains(&k.as_str()));
+        a.retain(|k, _| platforms::node_annotations().any(|x| x == k));
     }
     n.metadata.owner_references = None;
     n.spec = n.spec.take().map(|s| k8s_openapi::api::core::v1::NodeSpec {
@@ -95,17 +88,10 @@ pub fn cluster_inputs(src: &DiscoverySources, base: &ClusterInputs) -> ClusterIn
     inputs.kubeadm_config = cm("kubeadm-config", "ClusterConfiguration");
     inputs.kubelet_config = cm("kubelet-config", "kubelet");
     inputs.corefile = cm("coredns", "Corefile");
-    inputs.nodes = src.nodes.iter().map(|n| node_inputs(n)).collect();
-    inputs.nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let off = &base.overrides.disabled_sources;
-    for n in &mut inputs.nodes {
-        if off.contains(&PlatformSource::OvnKubernetes) {
-            n.ovn_subnets = None;
-        }
-        if off.contains(&PlatformSource::K3s) {
-            n.node_args = None;
-        }
-    }
+    let on: Vec<_> = platforms::all().filter(|id| !off.contains(id)).collect();
+    inputs.nodes = src.nodes.iter().map(|n| node_inputs(n, &on)).collect();
+    inputs.nodes.sort_by(|a, b| a.name.cmp(&b.name));
     inputs.platform = src.platform.clone();
     inputs
 }
@@ -123,14 +109,15 @@ fn named<K: Resource>(objects: &[Arc<K>], values: impl Fn(&K) -> Vec<String>) ->
     out
 }
 
-fn node_inputs(n: &Node) -> NodeInputs {
+/// A Node's fields, and the annotations of the platform sources switched `on`.
+fn node_inputs(n: &Node, on: &[PlatformSource]) -> NodeInputs {
     let spec = n.spec.clone().unwrap_or_default();
     let mut pod_cidrs = spec.pod_cidrs.unwrap_or_default();
     if pod_cidrs.is_empty() {
         pod_cidrs.extend(spec.pod_cidr);
     }
     let addresses = n.status.as_ref().and_then(|s| s.addresses.as_ref());
-    NodeInputs {
+    let mut node = NodeInputs {
         name: n.name_any(),
         pod_cidrs,
         internal_ips: addresses
@@ -140,18 +127,14 @@ fn node_inputs(n: &Node) -> NodeInputs {
             .map(|a| a.address.clone())
             .collect(),
         provider_id: spec.provider_id,
-        ovn_subnets: annotation(n, NODE_ANNOTATIONS[0]),
-        node_args: NODE_ANNOTATIONS[1..].iter().find_map(|k| {
-            annotation(n, k).map(|raw| NodeArgs {
-                annotation: (*k).to_owned(),
-                raw,
-            })
-        }),
+        ..Default::default()
+    };
+    let none = Default::default();
+    let annotations = n.metadata.annotations.as_ref().unwrap_or(&none);
+    for id in on {
+        platforms::source(*id).read_node(annotations, &mut node);
     }
-}
-
-fn annotation(n: &Node, key: &str) -> Option<String> {
-    n.metadata.annotations.as_ref()?.get(key).cloned()
+    node
 }
 
 #[cfg(test)]

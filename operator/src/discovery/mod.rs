@@ -2,11 +2,13 @@
 //! sources → the NO_PROXY entries of one policy. A fact that is not found is reported as not
 //! found with where it was looked for; it is never replaced by a textbook default.
 
+mod candidate;
 mod cloud;
 #[cfg(test)]
 mod distributions;
 mod networks;
 mod nodes;
+pub(crate) mod platforms;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -73,14 +75,16 @@ pub struct PlatformInputs {
     pub cilium_nodes: Option<Vec<NamedValues>>,
     /// `kube-system/cilium-config` data.
     pub cilium_config: Option<std::collections::BTreeMap<String, String>>,
-    /// kube-system Pods labelled component=kube-apiserver: name and command plus args.
+    /// The API server's static Pods in kube-system (`component=kube-apiserver` or
+    /// `k8s-app=kube-apiserver`): name and command plus args.
     pub apiserver_pods: Vec<NamedValues>,
     /// The `kube-system/kube-dns` Deployment: its containers' command plus args.
     pub kube_dns_args: Option<Vec<String>>,
 }
 
 /// A discovery source of a distribution or network plugin, each switched on by default
-/// (`run --disable-discovery-source`).
+/// (`run --disable-discovery-source`: the value names and help are these variants'). Each is
+/// implemented once in `platforms/` ([`platforms::source`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum PlatformSource {
     /// OpenShift's Network and Infrastructure configs and its DNS operator's Corefile.
@@ -491,11 +495,11 @@ fn api_server(inp: &ClusterInputs) -> Fact {
     {
         from.push("client config host".to_owned());
     }
-    if let Some(url) = inp.platform.openshift_api_internal_uri.as_deref() {
-        let what = "Infrastructure.config.openshift.io/cluster apiServerInternalURI";
-        let host = sources::url_host(url).unwrap_or_else(|| url.to_owned());
-        if add(&host, what, false, &mut sk) {
-            from.push(what.to_owned());
+    for id in platforms::all() {
+        for (what, host) in platforms::source(id).api_server(inp) {
+            if add(&host, &what, false, &mut sk) {
+                from.push(what);
+            }
         }
     }
     if !values.is_empty() {
@@ -529,40 +533,56 @@ fn kubeadm_lacks(kubeadm: Option<&Result<sources::Kubeadm, String>>, field: &str
 }
 
 fn cluster_domain(inp: &ClusterInputs, kubeadm: Option<&Result<sources::Kubeadm, String>>) -> Fact {
-    let mut sk = Skipped::default();
-    let mut looked = Vec::new();
-    // Each candidate: (source, raw value); the first valid one wins.
-    let mut candidates: Vec<(String, Option<String>)> = Vec::new();
+    use candidate::Domain::{self, Found, Looked};
+    use candidate::rank;
+    let mut ranked: Vec<candidate::Ranked<Domain>> = Vec::new();
     let flag = inp.overrides.cluster_domain.as_deref().map(str::trim);
     if let Some(f) = flag.filter(|f| !f.is_empty()) {
-        candidates.push(("flag --cluster-domain".into(), Some(f.to_owned())));
+        ranked.push((
+            rank::FLAG,
+            Found("flag --cluster-domain".into(), Some(f.to_owned())),
+        ));
     }
-    match inp
+    let kubelet = match inp
         .kubelet_config
         .as_deref()
         .map(sources::kubelet_cluster_domain)
     {
-        None => looked.push(format!("{KUBELET} not found")),
-        Some(Err(e)) => looked.push(format!("{KUBELET} {e}")),
-        Some(Ok(None)) => looked.push(format!("{KUBELET} has no clusterDomain")),
-        Some(Ok(d)) => candidates.push((KUBELET.into(), d)),
+        None => Looked(format!("{KUBELET} not found")),
+        Some(Err(e)) => Looked(format!("{KUBELET} {e}")),
+        Some(Ok(None)) => Looked(format!("{KUBELET} has no clusterDomain")),
+        Some(Ok(d)) => Found(KUBELET.into(), d),
+    };
+    ranked.push((rank::KUBELET, kubelet));
+    let resolv = match inp.resolv_conf.as_deref().map(sources::resolv_conf_domain) {
+        None => Looked("/etc/resolv.conf was not read (not running in a Pod)".into()),
+        Some(None) => Looked("the /etc/resolv.conf search path has no svc.<domain>".into()),
+        Some(d) => Found("/etc/resolv.conf search path".into(), d),
+    };
+    ranked.push((rank::RESOLV_CONF, resolv));
+    let coredns = match inp.corefile.as_deref().map(sources::corefile_zone) {
+        None => Looked(format!("{COREDNS} not found or has no Corefile")),
+        Some(None) => Looked(format!("the {COREDNS} Corefile has no kubernetes zone")),
+        Some(d) => Found(format!("{COREDNS} Corefile"), d),
+    };
+    ranked.push((rank::COREDNS, coredns));
+    for id in platforms::all() {
+        ranked.extend(platforms::source(id).cluster_domain(inp));
     }
-    match inp.resolv_conf.as_deref().map(sources::resolv_conf_domain) {
-        None => looked.push("/etc/resolv.conf was not read (not running in a Pod)".into()),
-        Some(None) => looked.push("the /etc/resolv.conf search path has no svc.<domain>".into()),
-        Some(d) => candidates.push(("/etc/resolv.conf search path".into(), d)),
-    }
-    match inp.corefile.as_deref().map(sources::corefile_zone) {
-        None => looked.push(format!("{COREDNS} not found or has no Corefile")),
-        Some(None) => looked.push(format!("the {COREDNS} Corefile has no kubernetes zone")),
-        Some(d) => candidates.push((format!("{COREDNS} Corefile"), d)),
-    }
-    platform_domains(inp, &mut candidates, &mut looked);
-    match kubeadm {
-        Some(Ok(k)) if k.dns_domain.is_some() => {
-            candidates.push((KUBEADM.into(), k.dns_domain.clone()));
+    let kubeadm = match kubeadm {
+        Some(Ok(k)) if k.dns_domain.is_some() => Found(KUBEADM.into(), k.dns_domain.clone()),
+        other => Looked(kubeadm_lacks(other, "dnsDomain")),
+    };
+    ranked.push((rank::KUBEADM, kubeadm));
+    ranked.sort_by_key(|(rank, _)| *rank);
+    let mut sk = Skipped::default();
+    let mut looked = Vec::new();
+    let mut candidates = Vec::new();
+    for (_, c) in ranked {
+        match c {
+            Found(source, raw) => candidates.push((source, raw)),
+            Looked(l) => looked.push(l),
         }
-        other => looked.push(kubeadm_lacks(other, "dnsDomain")),
     }
     for (source, raw) in candidates {
         let raw = raw.unwrap_or_default();
@@ -579,40 +599,6 @@ fn cluster_domain(inp: &ClusterInputs, kubeadm: Option<&Result<sources::Kubeadm,
         join_and(&looked)
     );
     not_found(msg, &sk)
-}
-
-/// The cluster domain as OpenShift's DNS operator, kube-dns (GKE) and k3s or RKE2 servers
-/// have it: candidates in that order, or where they were looked for.
-fn platform_domains(
-    inp: &ClusterInputs,
-    candidates: &mut Vec<(String, Option<String>)>,
-    looked: &mut Vec<String>,
-) {
-    const OPENSHIFT_DNS: &str = "ConfigMap openshift-dns/dns-default";
-    if let Some(corefile) = inp.platform.openshift_corefile.as_deref() {
-        match sources::corefile_zone(corefile) {
-            None => looked.push(format!(
-                "the {OPENSHIFT_DNS} Corefile has no kubernetes zone"
-            )),
-            d => candidates.push((format!("{OPENSHIFT_DNS} Corefile"), d)),
-        }
-    }
-    if let Some(args) = &inp.platform.kube_dns_args {
-        let what = "Deployment kube-system/kube-dns --domain";
-        match sources::flag_values(args, "--domain").into_iter().next() {
-            None => looked.push(format!("{what} is not set")),
-            Some(d) => candidates.push((what.into(), Some(d.trim_end_matches('.').to_owned()))),
-        }
-    }
-    for n in &inp.nodes {
-        let Some(args) = &n.node_args else { continue };
-        let flag = "--cluster-domain";
-        let values = sources::node_args(&args.raw).map(|a| sources::flag_values(&a, flag));
-        if let Some(d) = values.unwrap_or_default().into_iter().next() {
-            let what = format!("Node/{} {} {flag}", n.name, args.annotation);
-            candidates.push((what, Some(d)));
-        }
-    }
 }
 
 fn node_addresses(inp: &ClusterInputs) -> Fact {

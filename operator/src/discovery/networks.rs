@@ -6,49 +6,24 @@ use std::collections::BTreeSet;
 
 use ipnet::IpNet;
 
-use super::sources::{self, Kubeadm};
+use super::candidate::{Candidate, Label, Ranked, rank};
+use super::sources::Kubeadm;
 use super::{ClusterInputs, KUBEADM, Skipped, add_cidrs, cloud, found, kubeadm_lacks, not_found};
-use super::{NamedValues, plural};
+use super::{platforms, plural};
 use crate::api::Fact;
-
-pub(super) const OPENSHIFT_NETWORK: &str = "Network.config.openshift.io/cluster";
-const CILIUM_CONFIG: &str = "ConfigMap kube-system/cilium-config";
 
 type KubeadmResult = Result<Kubeadm, String>;
 
-/// How a found fact names its source.
-enum Label {
-    /// As given.
-    Fixed(String),
-    /// `label (N nouns)`: how many of the parts gave a value.
-    Count(String, &'static str),
-    /// The parts that gave a value, by what they are, comma-separated.
-    Names,
-}
-
-/// One source: the objects read (what each is, for skipped values, and its raw values).
-struct Candidate {
-    parts: Vec<(String, Vec<String>)>,
-    label: Label,
-    /// Where discovery looked, for the "not found" message when nothing was valid.
-    absent: Option<String>,
-}
-
-impl Candidate {
-    fn one(what: String, values: Vec<String>, label: Label, absent: Option<String>) -> Self {
-        Candidate {
-            parts: vec![(what, values)],
-            label,
-            absent,
-        }
-    }
-}
-
-/// The first candidate with a valid CIDR, as a fact (aggregated when `aggregate`); else where
-/// the candidates that say so looked.
-fn first(cands: Vec<Candidate>, sk: &mut Skipped, aggregate: bool) -> Result<Fact, Vec<String>> {
+/// The first candidate with a valid CIDR, by rank, as a fact (aggregated when `aggregate`);
+/// else where the candidates that say so looked.
+fn first(
+    mut cands: Vec<Ranked<Candidate>>,
+    sk: &mut Skipped,
+    aggregate: bool,
+) -> Result<Fact, Vec<String>> {
+    cands.sort_by_key(|(rank, _)| *rank);
     let mut looked = Vec::new();
-    for c in cands {
+    for (_, c) in cands {
         let mut nets = BTreeSet::new();
         let mut gave = Vec::new();
         for (what, raws) in &c.parts {
@@ -102,45 +77,32 @@ fn missing(
 pub(super) fn service_network(inp: &ClusterInputs, kubeadm: Option<&KubeadmResult>) -> Fact {
     let mut sk = Skipped::default();
     let flag = "flag --service-cidr";
-    let mut cands = vec![Candidate::one(
-        flag.into(),
-        inp.overrides.service_cidrs.clone(),
-        Label::Fixed(flag.into()),
-        None,
+    let mut cands = vec![(
+        rank::FLAG,
+        Candidate::one(
+            flag.into(),
+            inp.overrides.service_cidrs.clone(),
+            Label::Fixed(flag.into()),
+            None,
+        ),
     )];
-    cands.push(Candidate {
+    let service_cidrs = Candidate {
         parts: super::sorted_by_name(&inp.service_cidrs)
             .into_iter()
             .map(|o| (format!("ServiceCIDR/{}", o.name), o.values.clone()))
             .collect(),
         label: Label::Names,
         absent: None,
-    });
-    let p = &inp.platform;
-    if let Some(net) = &p.openshift_network {
-        let absent = format!("{OPENSHIFT_NETWORK} has no serviceNetwork");
-        let what = format!("{OPENSHIFT_NETWORK} serviceNetwork");
-        let label = Label::Fixed(OPENSHIFT_NETWORK.into());
-        cands.push(Candidate::one(
-            what,
-            net.service_network.clone(),
-            label,
-            Some(absent),
-        ));
+    };
+    cands.push((rank::SERVICE_CIDR, service_cidrs));
+    for id in platforms::all() {
+        cands.extend(platforms::source(id).service_network(inp));
     }
-    if !p.apiserver_pods.is_empty() {
-        cands.push(apiserver_pods(&p.apiserver_pods));
-    }
-    cands.extend(node_args(inp, "--service-cidr"));
     if let Some(Ok(k)) = kubeadm {
         let what = format!("{KUBEADM} networking.serviceSubnet");
         let values = k.service_subnet.iter().cloned().collect();
-        cands.push(Candidate::one(
-            what,
-            values,
-            Label::Fixed(KUBEADM.into()),
-            None,
-        ));
+        let c = Candidate::one(what, values, Label::Fixed(KUBEADM.into()), None);
+        cands.push((rank::KUBEADM, c));
     }
     let looked = match first(cands, &mut sk, false) {
         Ok(fact) => return fact,
@@ -158,64 +120,28 @@ pub(super) fn service_network(inp: &ClusterInputs, kubeadm: Option<&KubeadmResul
     not_found(missing(base, looked, hint, "--service-cidr"), &sk)
 }
 
-fn apiserver_pods(pods: &[NamedValues]) -> Candidate {
-    let flag = "--service-cluster-ip-range";
-    Candidate {
-        parts: super::sorted_by_name(pods)
-            .into_iter()
-            .map(|p| {
-                let what = format!("Pod kube-system/{} {flag}", p.name);
-                (what, sources::flag_values(&p.values, flag))
-            })
-            .collect(),
-        label: Label::Names,
-        absent: Some(format!("the kube-apiserver Pods have no valid {flag}")),
-    }
-}
-
-/// The values of `flag` in the k3s or RKE2 arguments recorded on the nodes (servers only
-/// carry network flags), or nothing when no node has such arguments.
-fn node_args(inp: &ClusterInputs, flag: &str) -> Option<Candidate> {
-    let mut parts = Vec::new();
-    let mut annotation = None;
-    for n in &inp.nodes {
-        let Some(args) = &n.node_args else { continue };
-        annotation.get_or_insert(args.annotation.clone());
-        let what = format!("Node/{} {} {flag}", n.name, args.annotation);
-        let values = sources::node_args(&args.raw)
-            .map(|a| sources::flag_values(&a, flag))
-            .unwrap_or_default();
-        parts.push((what, values));
-    }
-    let annotation = annotation?;
-    Some(Candidate {
-        parts,
-        label: Label::Count(format!("Node annotation {annotation} {flag}"), "node"),
-        absent: Some(format!("no Node's {annotation} has {flag}")),
-    })
-}
-
 pub(super) fn pod_network(inp: &ClusterInputs, kubeadm: Option<&KubeadmResult>) -> Fact {
     let mut sk = Skipped::default();
     let flag = "flag --pod-cidr";
-    let mut cands = vec![Candidate::one(
-        flag.into(),
-        inp.overrides.pod_cidrs.clone(),
-        Label::Fixed(flag.into()),
-        None,
+    let mut cands = vec![(
+        rank::FLAG,
+        Candidate::one(
+            flag.into(),
+            inp.overrides.pod_cidrs.clone(),
+            Label::Fixed(flag.into()),
+            None,
+        ),
     )];
-    cands.extend(cluster_wide_pods(inp));
+    for id in platforms::all() {
+        cands.extend(platforms::source(id).pod_network(inp));
+    }
     if let Some(Ok(k)) = kubeadm {
         let what = format!("{KUBEADM} networking.podSubnet");
         let values = k.pod_subnet.iter().cloned().collect();
-        cands.push(Candidate::one(
-            what,
-            values,
-            Label::Fixed(KUBEADM.into()),
-            None,
-        ));
+        let c = Candidate::one(what, values, Label::Fixed(KUBEADM.into()), None);
+        cands.push((rank::KUBEADM, c));
     }
-    cands.extend(per_node_pods(inp));
+    cands.push((rank::NODE_POD_CIDRS, node_pod_cidrs(inp)));
     let looked = match first(cands, &mut sk, true) {
         Ok(fact) => return fact,
         Err(looked) => looked,
@@ -230,105 +156,9 @@ pub(super) fn pod_network(inp: &ClusterInputs, kubeadm: Option<&KubeadmResult>) 
     not_found(missing(base, looked, hint, "--pod-cidr"), &sk)
 }
 
-/// Sources that hold the whole Pod network, most specific first.
-fn cluster_wide_pods(inp: &ClusterInputs) -> Vec<Candidate> {
-    let p = &inp.platform;
-    let mut cands = Vec::new();
-    if let Some(net) = &p.openshift_network {
-        let absent = format!("{OPENSHIFT_NETWORK} has no clusterNetwork");
-        let what = format!("{OPENSHIFT_NETWORK} clusterNetwork");
-        let label = Label::Fixed(OPENSHIFT_NETWORK.into());
-        cands.push(Candidate::one(
-            what,
-            net.cluster_network.clone(),
-            label,
-            Some(absent),
-        ));
-    }
-    if let Some(pools) = &p.calico_ip_pools {
-        cands.push(Candidate {
-            parts: super::sorted_by_name(pools)
-                .into_iter()
-                .map(|o| (format!("IPPool/{} spec.cidr", o.name), o.values.clone()))
-                .collect(),
-            label: Label::Count("Calico IPPool spec.cidr".into(), "pool"),
-            absent: Some("no Calico IPPool has a valid spec.cidr".into()),
-        });
-    }
-    cands.extend(p.cilium_config.as_ref().map(cilium_pool));
-    cands.extend(node_args(inp, "--cluster-cidr"));
-    cands
-}
-
-/// Cilium's cluster-pool IPAM (its default mode): the CIDRs its operator carves node ranges from.
-fn cilium_pool(cfg: &std::collections::BTreeMap<String, String>) -> Candidate {
-    let chained = cfg.get("cni-chaining-mode").map(|m| m.trim());
-    if let Some(chain) = chained.filter(|m| !m.is_empty() && *m != "none") {
-        // Chained behind another CNI (aws-cni, azure, ...), which gives Pods their addresses.
-        let absent = format!(
-            "{CILIUM_CONFIG} cni-chaining-mode {chain:?}: the primary CNI gives Pods their addresses"
-        );
-        return Candidate::one(String::new(), Vec::new(), Label::Names, Some(absent));
-    }
-    let mode = cfg.get("ipam").map_or("cluster-pool", |m| m.trim());
-    if mode != "cluster-pool" {
-        let absent = format!("{CILIUM_CONFIG} ipam mode {mode:?} has no cluster-wide pool");
-        return Candidate::one(String::new(), Vec::new(), Label::Names, Some(absent));
-    }
-    let keys = ["cluster-pool-ipv4-cidr", "cluster-pool-ipv6-cidr"];
+/// The Node objects' own ranges, aggregated: the last source of the Pod network.
+fn node_pod_cidrs(inp: &ClusterInputs) -> Candidate {
     Candidate {
-        parts: keys
-            .iter()
-            .map(|k| {
-                (
-                    format!("{CILIUM_CONFIG} {k}"),
-                    cfg.get(*k).cloned().into_iter().collect(),
-                )
-            })
-            .collect(),
-        label: Label::Fixed(format!("{CILIUM_CONFIG} cluster-pool")),
-        absent: Some(format!(
-            "{CILIUM_CONFIG} has no valid cluster-pool-ipv4-cidr"
-        )),
-    }
-}
-
-/// Per-node ranges, aggregated: Cilium's, OVN-Kubernetes', then the Node objects' own.
-fn per_node_pods(inp: &ClusterInputs) -> Vec<Candidate> {
-    let mut cands = Vec::new();
-    if let Some(nodes) = &inp.platform.cilium_nodes {
-        cands.push(Candidate {
-            parts: super::sorted_by_name(nodes)
-                .into_iter()
-                .map(|o| {
-                    (
-                        format!("CiliumNode/{} spec.ipam.podCIDRs", o.name),
-                        o.values.clone(),
-                    )
-                })
-                .collect(),
-            label: Label::Count("CiliumNode spec.ipam.podCIDRs".into(), "node"),
-            absent: Some("no CiliumNode has spec.ipam.podCIDRs".into()),
-        });
-    }
-    let ovn = "k8s.ovn.org/node-subnets";
-    let ovn_parts: Vec<(String, Vec<String>)> = inp
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            let raw = n.ovn_subnets.as_deref()?;
-            let what = format!("Node/{} annotation {ovn}", n.name);
-            Some((what, sources::ovn_node_subnets(raw).unwrap_or_default()))
-        })
-        .collect();
-    if !ovn_parts.is_empty() {
-        cands.push(Candidate {
-            parts: ovn_parts,
-            label: Label::Count(format!("Node annotation {ovn}"), "node"),
-            absent: Some(format!("no Node's {ovn} has a default network subnet")),
-        });
-    }
-    cands.push(Candidate {
         parts: inp
             .nodes
             .iter()
@@ -341,8 +171,7 @@ fn per_node_pods(inp: &ClusterInputs) -> Vec<Candidate> {
             .collect(),
         label: Label::Count("Node.spec.podCIDRs".into(), "node"),
         absent: None,
-    });
-    cands
+    }
 }
 
 /// What a platform that does not reveal its Pod network offers instead.
