@@ -13,8 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, PodTemplateSpec, Secret, Volume, VolumeMount,
 };
@@ -28,6 +27,7 @@ use crate::credentials::managed_name;
 use crate::noproxy::dialects::java;
 use crate::noproxy::{Decision, Dialect, Env, Explanation, Matcher, Target, redact};
 use crate::trust::{BUNDLE_KEY, Certificate, RootSet, TRUST_DIR, VOLUME};
+use crate::workloads::kinds::{self, Kind, Visit};
 use crate::workloads::kubelet::{
     self, ContainerEnv, Fetched, ObjectKind, Objects, Source, Variable,
 };
@@ -70,11 +70,8 @@ pub fn parse_workload(s: &str) -> anyhow::Result<WorkloadRef> {
         !namespace.is_empty() && !name.is_empty(),
         "--workload {s:?}: expected NAMESPACE/KIND/NAME, e.g. shop/deploy/web"
     );
-    let kind = parse_kind(kind).with_context(|| {
-        format!(
-            "--workload {s:?}: kind {kind:?} is not Deployment, StatefulSet, DaemonSet or CronJob"
-        )
-    })?;
+    let kind = parse_kind(kind)
+        .with_context(|| format!("--workload {s:?}: kind {kind:?} is not {}", kinds_listed()))?;
     Ok(WorkloadRef {
         namespace: namespace.to_owned(),
         kind,
@@ -84,15 +81,20 @@ pub fn parse_workload(s: &str) -> anyhow::Result<WorkloadRef> {
 
 fn parse_kind(kind: &str) -> Option<WorkloadKind> {
     let k = kind.to_ascii_lowercase();
-    let k = k.strip_suffix(".apps").unwrap_or(&k);
-    match k {
-        "deployment" | "deployments" | "deploy" => Some(WorkloadKind::Deployment),
-        "statefulset" | "statefulsets" | "sts" => Some(WorkloadKind::StatefulSet),
-        "daemonset" | "daemonsets" | "ds" => Some(WorkloadKind::DaemonSet),
-        _ => match k.strip_suffix(".batch").unwrap_or(k) {
-            "cronjob" | "cronjobs" | "cj" => Some(WorkloadKind::CronJob),
-            _ => None,
-        },
+    kinds::ALL.into_iter().find(|w| {
+        let i = kinds::info(*w);
+        let k = k.strip_suffix(&format!(".{}", i.group)).unwrap_or(&k);
+        k == i.kind.to_ascii_lowercase() || k == i.plural || i.short_names.contains(&k)
+    })
+}
+
+/// `Deployment, StatefulSet, DaemonSet or CronJob`.
+fn kinds_listed() -> String {
+    let names = kinds::ALL.map(kind_name);
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -859,22 +861,7 @@ fn bundle_text(b: &BundleReport) -> String {
 /// namespace's policies.
 pub async fn read(client: Client, w: &WorkloadRef) -> anyhow::Result<Live> {
     let ns = &w.namespace;
-    let found = match w.kind {
-        WorkloadKind::Deployment => get::<Deployment>(&client, w)
-            .await?
-            .map(|d| (d.labels().clone(), d.spec.map(|s| s.template))),
-        WorkloadKind::StatefulSet => get::<StatefulSet>(&client, w)
-            .await?
-            .map(|d| (d.labels().clone(), d.spec.map(|s| s.template))),
-        WorkloadKind::DaemonSet => get::<DaemonSet>(&client, w)
-            .await?
-            .map(|d| (d.labels().clone(), d.spec.map(|s| s.template))),
-        WorkloadKind::CronJob => get::<CronJob>(&client, w).await?.map(|c| {
-            let labels = c.labels().clone();
-            let job = c.spec.and_then(|s| s.job_template.spec);
-            (labels, job.map(|j| j.template))
-        }),
-    };
+    let found = kinds::visit(w.kind, Get { client: &client, w }).await?;
     let (labels, template) = found.with_context(|| format!("{w} not found"))?;
     let template = template.unwrap_or_default();
     let mut objects = Objects::default();
@@ -905,17 +892,26 @@ pub async fn read(client: Client, w: &WorkloadRef) -> anyhow::Result<Live> {
     })
 }
 
-async fn get<K>(client: &Client, w: &WorkloadRef) -> anyhow::Result<Option<K>>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    Api::<K>::namespaced(client.clone(), &w.namespace)
-        .get_opt(&w.name)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading {w}: {}", crate::controller::describe(&e)))
+/// Reads the workload of its kind: its labels and pod template, `None` when not found.
+struct Get<'a> {
+    client: &'a Client,
+    w: &'a WorkloadRef,
+}
+
+type Found = Option<(BTreeMap<String, String>, Option<PodTemplateSpec>)>;
+
+impl<'a> Visit for Get<'a> {
+    type Out = BoxFuture<'a, anyhow::Result<Found>>;
+    fn visit<K: Kind>(self) -> Self::Out {
+        let Get { client, w } = self;
+        Box::pin(async move {
+            let o = Api::<K>::namespaced(client.clone(), &w.namespace)
+                .get_opt(&w.name)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading {w}: {}", crate::controller::describe(&e)))?;
+            Ok(o.map(|o| (o.labels().clone(), o.pod_template().cloned())))
+        })
+    }
 }
 
 async fn fetch_secret(client: &Client, ns: &str, name: &str) -> Fetched {

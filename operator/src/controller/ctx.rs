@@ -2,14 +2,12 @@
 //! caches, the wiring that starts a controller's caches, and the cluster-scoped discovery
 //! caches. The watch toolkit they are built with is in `watches.rs`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::channel::mpsc;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
@@ -29,9 +27,11 @@ use super::tenancy::Tenancy;
 use super::watches::{
     Relist, Trigger, by_name, cache, config, ping, policies_in, seen, touched, wake,
 };
+use super::workload_caches::{WorkloadCache, WorkloadCaches};
 use crate::api::EgressProxyPolicy;
 use crate::discovery::{ClusterInputs, PlatformSource};
 use crate::metrics::Metrics;
+use crate::workloads::kinds::{self, Kind, Visit};
 
 /// Caches and clients shared by every reconcile of one controller.
 pub struct Ctx {
@@ -39,10 +39,8 @@ pub struct Ctx {
     pub(crate) settings: Settings,
     pub(crate) base_inputs: ClusterInputs,
     pub(crate) policies: Store<EgressProxyPolicy>,
-    pub(crate) deployments: Store<Cached<Deployment>>,
-    pub(crate) statefulsets: Store<Cached<StatefulSet>>,
-    pub(crate) daemonsets: Store<Cached<DaemonSet>>,
-    pub(crate) cronjobs: Store<Cached<CronJob>>,
+    /// One cache per workload kind.
+    pub(crate) workloads: WorkloadCaches,
     /// Admitted namespaces (label-selected watch); unused with an explicit list.
     pub(crate) namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
     /// The managed Secrets and ConfigMaps of each namespace, and source Secret wake-ups.
@@ -86,19 +84,9 @@ impl Ctx {
     /// empty cache for an empty cluster. Discovery caches get `discovery_wait`: without them
     /// (RBAC) their facts are reported as not found.
     pub(crate) async fn wait_ready(&self) {
-        let _ = self.deployments.wait_until_ready().await;
-        let _ = self.statefulsets.wait_until_ready().await;
-        let _ = self.daemonsets.wait_until_ready().await;
-        // CronJobs came later: a namespaced install whose Roles predate them must still start.
-        let cronjobs = self.cronjobs.wait_until_ready();
-        if tokio::time::timeout(self.settings.discovery_wait, cronjobs)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "CronJobs could not be listed in time (RBAC: batch cronjobs get, list, watch, patch?); policies change no CronJob until they can"
-            );
-        }
+        self.workloads
+            .wait_ready(self.settings.discovery_wait)
+            .await;
         if let Some(ns) = &self.namespaces {
             let _ = ns.wait_until_ready().await;
         }
@@ -160,7 +148,7 @@ pub(super) struct Wiring<'a> {
 
 impl Wiring<'_> {
     /// A workload cache; a change wakes the policies of its namespace.
-    pub fn workloads<K>(&mut self) -> Store<K>
+    fn workloads<K>(&mut self) -> Store<K>
     where
         K: Workload
             + Resource<Scope = NamespaceResourceScope>
@@ -188,6 +176,22 @@ impl Wiring<'_> {
                 wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
             }
         })
+    }
+
+    /// One cache per workload kind.
+    pub fn workload_caches(&mut self) -> WorkloadCaches {
+        struct Start<'w, 'a>(&'w mut Wiring<'a>);
+        impl Visit for Start<'_, '_> {
+            type Out = Box<dyn WorkloadCache>;
+            fn visit<K: Kind>(self) -> Box<dyn WorkloadCache> {
+                Box::new(self.0.workloads::<Cached<K>>())
+            }
+        }
+        let mut caches = BTreeMap::new();
+        for kind in kinds::ALL {
+            caches.insert(kind, kinds::visit(kind, Start(self)));
+        }
+        WorkloadCaches::new(caches)
     }
 
     /// The admitted Namespaces (label-selected); entering or leaving wakes their policies.

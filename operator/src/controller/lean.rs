@@ -9,18 +9,13 @@
 //! its mount at the trust path, the trust volume; the spec and status fields of the rollout
 //! state.
 
-use k8s_openapi::api::apps::v1::{
-    DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, StatefulSet,
-    StatefulSetStatus,
-};
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
 use kube::Resource;
 use serde_json::{Map, Value, json};
 
-use crate::api::WorkloadKind;
 use crate::trust::{BUNDLE_KEY, TRUSTSTORE_KEY};
+use crate::workloads::kinds::{self, Kind, template_fields};
 use crate::workloads::{CONFIG_HASH, FIELD_MANAGER, OWNED_VARS, TRUST_DIR, VOLUME};
 
 /// What the object's metadata keeps.
@@ -80,81 +75,14 @@ pub fn template(t: &mut PodTemplateSpec) {
     }
 }
 
-/// A cached Deployment: its rollout fields and the lean template.
-pub fn deployment(d: &mut Deployment) {
-    strip_workload(d);
-    meta(&mut d.metadata);
-    if let Some(s) = d.spec.as_mut() {
-        template(&mut s.template);
-        s.strategy = None;
-        s.min_ready_seconds = None;
-        s.revision_history_limit = None;
-    }
-    d.status = d.status.take().map(|s| DeploymentStatus {
-        observed_generation: s.observed_generation,
-        replicas: s.replicas,
-        updated_replicas: s.updated_replicas,
-        available_replicas: s.available_replicas,
-        // The view reads whether Progressing failed, and why; message and times are long.
-        conditions: s.conditions.map(|c| {
-            c.into_iter()
-                .filter(|c| c.type_ == "Progressing")
-                .map(|c| DeploymentCondition {
-                    type_: c.type_,
-                    status: c.status,
-                    reason: c.reason,
-                    ..Default::default()
-                })
-                .collect()
-        }),
-        ..Default::default()
-    });
-}
-
-pub fn stateful_set(o: &mut StatefulSet) {
+/// A cached workload: its metadata, the lean template and the fields its rollout reads.
+pub fn workload<K: Kind>(o: &mut K) {
     strip_workload(o);
-    meta(&mut o.metadata);
-    if let Some(s) = o.spec.as_mut() {
-        template(&mut s.template);
-        s.volume_claim_templates = None;
-        s.persistent_volume_claim_retention_policy = None;
+    meta(o.meta_mut());
+    if let Some(t) = o.pod_template_mut() {
+        template(t);
     }
-    o.status = o.status.take().map(|s| StatefulSetStatus {
-        observed_generation: s.observed_generation,
-        updated_replicas: s.updated_replicas,
-        ready_replicas: s.ready_replicas,
-        update_revision: s.update_revision,
-        current_revision: s.current_revision,
-        replicas: s.replicas,
-        ..Default::default()
-    });
-}
-
-pub fn daemon_set(o: &mut DaemonSet) {
-    strip_workload(o);
-    meta(&mut o.metadata);
-    if let Some(s) = o.spec.as_mut() {
-        template(&mut s.template);
-    }
-    o.status = o.status.take().map(|s| DaemonSetStatus {
-        observed_generation: s.observed_generation,
-        updated_number_scheduled: s.updated_number_scheduled,
-        desired_number_scheduled: s.desired_number_scheduled,
-        number_available: s.number_available,
-        ..Default::default()
-    });
-}
-
-pub fn cron_job(o: &mut CronJob) {
-    strip_workload(o);
-    meta(&mut o.metadata);
-    o.status = None;
-    if let Some(s) = o.spec.as_mut() {
-        if let Some(js) = s.job_template.spec.as_mut() {
-            template(&mut js.template);
-        }
-        s.job_template.metadata = None;
-    }
+    o.drop_unread();
 }
 
 /// [`strip`], but keeps the operator's own managedFields entries of the object itself
@@ -223,20 +151,10 @@ pub fn digest_bytes(v: &[u8]) -> Vec<u8> {
 
 const DIGEST: &str = "sha256:";
 
-/// Where the pod template's fields sit in managedFields.
-pub(super) fn template_fields(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::CronJob => "/f:spec/f:jobTemplate/f:spec/f:template",
-        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => {
-            "/f:spec/f:template"
-        }
-    }
-}
-
 /// Of the fields an entry names, what `objects::owned` reads: the config-hash annotation
 /// and the env entries' keys per container (their `valueFrom` is most of an entry's size).
 pub(super) fn owned_fields(f: &Value) -> Value {
-    let paths = [WorkloadKind::Deployment, WorkloadKind::CronJob].map(template_fields);
+    let paths = kinds::ALL.map(template_fields);
     let Some((path, tpl)) = paths.iter().find_map(|p| Some((p, f.pointer(p)?))) else {
         return json!({});
     };
@@ -275,6 +193,8 @@ pub(super) fn owned_fields(f: &Value) -> Value {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+    use k8s_openapi::api::batch::v1::CronJob;
     use serde_json::{Value, json};
 
     use super::*;

@@ -17,6 +17,7 @@ mod recent;
 mod reconcile;
 mod tenancy;
 mod watches;
+mod workload_caches;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +25,6 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::future::{FutureExt, Shared};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -37,8 +36,6 @@ pub use crate::api::reasons::{READY, RECONCILING, STALLED, reason};
 pub use crate::discovery::{Overrides, PlatformSource};
 pub use ctx::Ctx;
 pub use errors::{Category, Error, describe, describe_watch};
-
-use cached::Cached;
 
 use crate::admin::Readiness;
 use crate::api::EgressProxyPolicy;
@@ -287,10 +284,7 @@ impl Common<'_> {
             policies: &policies,
             metrics: &self.settings.metrics,
         };
-        let deployments = w.workloads::<Cached<Deployment>>();
-        let statefulsets = w.workloads::<Cached<StatefulSet>>();
-        let daemonsets = w.workloads::<Cached<DaemonSet>>();
-        let cronjobs = w.workloads::<Cached<CronJob>>();
+        let workloads = w.workload_caches();
         let namespaces = scope
             .is_none()
             .then(|| w.namespaces(&self.settings.namespace_selector));
@@ -305,10 +299,7 @@ impl Common<'_> {
                 ..Default::default()
             },
             policies,
-            deployments,
-            statefulsets,
-            daemonsets,
-            cronjobs,
+            workloads,
             namespaces,
             tenancy: self.tenancy.clone(),
             discovery: self.discovery.clone(),

@@ -4,14 +4,14 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::{Resource, ResourceExt};
 
 pub use super::lean::strip;
-use super::lean::template_fields;
 use crate::api::WorkloadKind;
+pub use crate::workloads::kinds::Rollout;
+use crate::workloads::kinds::{Kind, template_fields};
 use crate::workloads::{CONFIG_HASH, WorkloadId, by_reference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -72,8 +72,9 @@ impl WorkloadView {
 fn owned(meta: &ObjectMeta, kind: WorkloadKind) -> Option<Owned> {
     let entries = meta.managed_fields.as_ref()?;
     let mut owned = Owned::default();
+    let path = template_fields(kind);
     for f in entries.iter().filter_map(|e| e.fields_v1.as_ref()) {
-        let Some(tpl) = f.0.pointer(template_fields(kind)) else {
+        let Some(tpl) = f.0.pointer(&path) else {
             continue;
         };
         let annotations = tpl.pointer("/f:metadata/f:annotations");
@@ -104,49 +105,7 @@ fn keyed_name(key: &str) -> Option<String> {
     v.get("name")?.as_str().map(str::to_owned)
 }
 
-/// Where a workload's rollout of its current template stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rollout {
-    /// Its controller has not yet seen the latest spec.
-    NotStarted,
-    /// Replicas are being replaced.
-    Rolling,
-    /// Every replica runs the latest template and is available.
-    RolledOut,
-    /// A Deployment past its progress deadline.
-    Stalled,
-    /// An `OnDelete` StatefulSet or DaemonSet: its Pods take the new template only when
-    /// someone deletes them.
-    WaitingForManualRestart,
-    /// A paused Deployment.
-    Paused,
-}
-
-impl Rollout {
-    /// A rollout that cannot finish by itself: it does not hold a `maxConcurrent` slot.
-    pub fn stuck(self) -> bool {
-        matches!(
-            self,
-            Rollout::Stalled | Rollout::WaitingForManualRestart | Rollout::Paused
-        )
-    }
-
-    /// What status shows after a workload that is not up to date.
-    pub fn note(self) -> &'static str {
-        match self {
-            Rollout::Stalled => " (rollout not progressing: progress deadline exceeded)",
-            Rollout::WaitingForManualRestart => " (OnDelete: waits for its Pods to be deleted)",
-            Rollout::Paused => " (Deployment paused)",
-            Rollout::NotStarted | Rollout::Rolling | Rollout::RolledOut => "",
-        }
-    }
-}
-
-fn on_delete(strategy: Option<&str>) -> bool {
-    strategy == Some("OnDelete")
-}
-
-/// A Deployment, StatefulSet, DaemonSet or CronJob.
+/// A workload kind ([`Kind`]) or its cached form: what the reconciler reads of it.
 pub trait Workload: Resource<DynamicType = ()> + Clone {
     const KIND: WorkloadKind;
     fn view(&self) -> Option<WorkloadView>;
@@ -162,144 +121,22 @@ pub(crate) fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId
     })
 }
 
-fn observed<K: Resource>(o: &K, observed: Option<i64>) -> bool {
-    observed.unwrap_or(0) >= o.meta().generation.unwrap_or(0)
-}
+impl<K: Kind> Workload for K {
+    const KIND: WorkloadKind = K::VARIANT;
 
-impl Workload for Deployment {
-    const KIND: WorkloadKind = WorkloadKind::Deployment;
     fn lean(&mut self) {
-        super::lean::deployment(self);
+        super::lean::workload(self);
     }
-    fn view(&self) -> Option<WorkloadView> {
-        let spec = self.spec.as_ref()?;
-        let st = self.status.clone().unwrap_or_default();
-        let want = spec.replicas.unwrap_or(1);
-        // What `kubectl rollout status` waits for.
-        let updated = st.updated_replicas.unwrap_or(0);
-        let rolled_out = observed(self, st.observed_generation)
-            && updated >= want
-            && st.replicas.unwrap_or(0) <= updated
-            && st.available_replicas.unwrap_or(0) >= updated;
-        let deadline = st.conditions.iter().flatten().any(|c| {
-            c.type_ == "Progressing"
-                && c.status == "False"
-                && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-        });
-        let rollout = if rolled_out {
-            Rollout::RolledOut
-        } else if spec.paused == Some(true) {
-            Rollout::Paused
-        } else if deadline {
-            Rollout::Stalled
-        } else if !observed(self, st.observed_generation) {
-            Rollout::NotStarted
-        } else {
-            Rollout::Rolling
-        };
-        Some(WorkloadView {
-            id: id_of(self, Self::KIND)?,
-            labels: self.labels().clone(),
-            template: spec.template.clone(),
-            resource_version: self.meta().resource_version.clone(),
-            rollout,
-            owned: owned(self.meta(), Self::KIND),
-        })
-    }
-}
 
-impl Workload for StatefulSet {
-    const KIND: WorkloadKind = WorkloadKind::StatefulSet;
-    fn lean(&mut self) {
-        super::lean::stateful_set(self);
-    }
     fn view(&self) -> Option<WorkloadView> {
-        let spec = self.spec.as_ref()?;
-        let st = self.status.clone().unwrap_or_default();
-        let want = spec.replicas.unwrap_or(1);
-        let seen = observed(self, st.observed_generation);
-        let updated = st.updated_replicas.unwrap_or(0) >= want;
-        let rolled_out = seen
-            && updated
-            && st.ready_replicas.unwrap_or(0) >= want
-            && (st.update_revision.is_none() || st.update_revision == st.current_revision);
-        let strategy = spec
-            .update_strategy
-            .as_ref()
-            .and_then(|u| u.type_.as_deref());
-        let rollout = if rolled_out {
-            Rollout::RolledOut
-        } else if !seen {
-            Rollout::NotStarted
-        } else if on_delete(strategy) && !updated {
-            Rollout::WaitingForManualRestart
-        } else {
-            Rollout::Rolling
-        };
+        let template = self.pod_template()?.clone();
         Some(WorkloadView {
-            id: id_of(self, Self::KIND)?,
-            labels: self.labels().clone(),
-            template: spec.template.clone(),
-            resource_version: self.meta().resource_version.clone(),
-            rollout,
-            owned: owned(self.meta(), Self::KIND),
-        })
-    }
-}
-
-impl Workload for DaemonSet {
-    const KIND: WorkloadKind = WorkloadKind::DaemonSet;
-    fn lean(&mut self) {
-        super::lean::daemon_set(self);
-    }
-    fn view(&self) -> Option<WorkloadView> {
-        let spec = self.spec.as_ref()?;
-        let st = self.status.clone().unwrap_or_default();
-        let seen = observed(self, st.observed_generation);
-        let rolled_out = seen
-            && st.updated_number_scheduled.unwrap_or(0) >= st.desired_number_scheduled
-            && st.number_available.unwrap_or(0) >= st.desired_number_scheduled;
-        let strategy = spec
-            .update_strategy
-            .as_ref()
-            .and_then(|u| u.type_.as_deref());
-        let rollout = if rolled_out {
-            Rollout::RolledOut
-        } else if !seen {
-            Rollout::NotStarted
-        } else if on_delete(strategy) {
-            Rollout::WaitingForManualRestart
-        } else {
-            Rollout::Rolling
-        };
-        Some(WorkloadView {
-            id: id_of(self, Self::KIND)?,
-            labels: self.labels().clone(),
-            template: spec.template.clone(),
-            resource_version: self.meta().resource_version.clone(),
-            rollout,
-            owned: owned(self.meta(), Self::KIND),
-        })
-    }
-}
-
-impl Workload for CronJob {
-    const KIND: WorkloadKind = WorkloadKind::CronJob;
-    fn lean(&mut self) {
-        super::lean::cron_job(self);
-    }
-    /// A CronJob has no rollout: the next Job it starts takes the template as it is, so
-    /// it is rolled out as soon as its template is written.
-    fn view(&self) -> Option<WorkloadView> {
-        let spec = self.spec.as_ref()?;
-        let template = spec.job_template.spec.as_ref()?.template.clone();
-        Some(WorkloadView {
-            id: id_of(self, Self::KIND)?,
+            id: id_of(self, K::VARIANT)?,
             labels: self.labels().clone(),
             template,
             resource_version: self.meta().resource_version.clone(),
-            rollout: Rollout::RolledOut,
-            owned: owned(self.meta(), Self::KIND),
+            rollout: self.rollout()?,
+            owned: owned(self.meta(), K::VARIANT),
         })
     }
 }
@@ -346,6 +183,7 @@ impl JobView {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use serde_json::{Map, Value, json};
 
@@ -441,7 +279,7 @@ pub(crate) mod tests {
     #[test]
     fn the_operators_fields_are_kept_as_far_as_they_are_read() {
         for kind in [WorkloadKind::Deployment, WorkloadKind::CronJob] {
-            let full = applied_fields(template_fields(kind));
+            let full = applied_fields(&template_fields(kind));
             let kept = owned_fields(&full);
             let meta = |f: &Value| ObjectMeta {
                 managed_fields: Some(vec![ManagedFieldsEntry {

@@ -6,21 +6,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::cluster::{self, DiscoverySources};
 use super::errors::{self, Category, Error};
-use super::objects::{JobView, Workload, WorkloadView};
+use super::objects::{JobView, WorkloadView};
 use super::plan::{
     self, Change, Completion, ConfigMapData, Note, Observed, Plan, Report, Requeue, SecretData,
     SlotRead, SourceProblem, SourceRead,
@@ -32,6 +32,7 @@ use crate::api::{CredentialSlot, EgressProxyPolicy, TrustSource, TrustSpec, Work
 use crate::credentials::{self, CredentialError};
 use crate::discovery::ClusterInputs;
 use crate::trust::{self, TrustError};
+use crate::workloads::kinds::{self, Kind, Visit};
 use crate::workloads::{self, FIELD_MANAGER, WorkloadId, Write};
 
 /// How long a reconcile waits for the managed-object caches of a namespace it is the first
@@ -521,22 +522,9 @@ impl Executor {
         Ok(got.map(|o| (o.meta().annotations.clone(), o.bytes())))
     }
 
-    /// Every Deployment, StatefulSet, DaemonSet and CronJob of the namespace, sorted by id.
+    /// Every workload of the namespace, of every kind, sorted by id.
     fn workloads(&self) -> Vec<WorkloadView> {
-        fn of<K: Workload>(store: &Store<K>, ns: &str) -> Vec<WorkloadView> {
-            store
-                .state()
-                .iter()
-                .filter(|o| o.meta().namespace.as_deref() == Some(ns))
-                .filter_map(|o| o.view())
-                .collect()
-        }
-        let mut v = of(&self.ctx.deployments, &self.ns);
-        v.extend(of(&self.ctx.statefulsets, &self.ns));
-        v.extend(of(&self.ctx.daemonsets, &self.ns));
-        v.extend(of(&self.ctx.cronjobs, &self.ns));
-        v.sort_by(|a, b| a.id.cmp(&b.id));
-        v
+        self.ctx.workloads.views(&self.ns)
     }
 
     /// Applies the plan in its order; see [`Plan`].
@@ -629,19 +617,7 @@ impl Executor {
 
     /// The resourceVersion the workload cache holds now.
     fn cached_version(&self, id: &WorkloadId) -> Option<String> {
-        fn rv<K: Resource<DynamicType = ()> + Clone>(
-            s: &Store<K>,
-            id: &WorkloadId,
-        ) -> Option<String> {
-            let r = ObjectRef::new(&id.name).within(&id.namespace);
-            s.get(&r)?.meta().resource_version.clone()
-        }
-        match id.kind {
-            WorkloadKind::Deployment => rv(&self.ctx.deployments, id),
-            WorkloadKind::StatefulSet => rv(&self.ctx.statefulsets, id),
-            WorkloadKind::DaemonSet => rv(&self.ctx.daemonsets, id),
-            WorkloadKind::CronJob => rv(&self.ctx.cronjobs, id),
-        }
+        self.ctx.workloads.version(id)
     }
 
     /// Writes one workload, fenced by the resourceVersion the plan read
@@ -659,20 +635,13 @@ impl Executor {
             ),
             Write::Patch(body) => (self.params(), Patch::Strategic(body)),
         };
-        let c = self.ctx.client.clone();
-        let ns = &id.namespace;
-        match id.kind {
-            WorkloadKind::Deployment => {
-                patch_rv::<Deployment>(c, ns, &id.name, &params, &patch).await
-            }
-            WorkloadKind::StatefulSet => {
-                patch_rv::<StatefulSet>(c, ns, &id.name, &params, &patch).await
-            }
-            WorkloadKind::DaemonSet => {
-                patch_rv::<DaemonSet>(c, ns, &id.name, &params, &patch).await
-            }
-            WorkloadKind::CronJob => patch_rv::<CronJob>(c, ns, &id.name, &params, &patch).await,
-        }
+        let to = PatchWorkload {
+            client: self.ctx.client.clone(),
+            id,
+            params: &params,
+            patch: &patch,
+        };
+        kinds::visit(id.kind, to).await
     }
 
     /// Creates the managed Secret (`before` is `None`) or brings it to `data`: a merge patch
@@ -1008,6 +977,33 @@ where
         .patch(name, params, patch)
         .await
         .map(|o| o.meta().resource_version.clone())
+}
+
+/// One workload patch, for its kind ([`kinds::visit`]).
+struct PatchWorkload<'a> {
+    client: kube::Client,
+    id: &'a WorkloadId,
+    params: &'a PatchParams,
+    patch: &'a Patch<&'a serde_json::Value>,
+}
+
+impl<'a> Visit for PatchWorkload<'a> {
+    type Out = BoxFuture<'a, Result<Option<String>, kube::Error>>;
+    fn visit<K: Kind>(self) -> Self::Out {
+        let PatchWorkload {
+            client,
+            id,
+            params,
+            patch,
+        } = self;
+        Box::pin(patch_rv::<K>(
+            client,
+            &id.namespace,
+            &id.name,
+            params,
+            patch,
+        ))
+    }
 }
 
 /// The resourceVersion of an object read.

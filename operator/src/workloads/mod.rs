@@ -10,6 +10,7 @@
 
 mod cleanup;
 pub mod hash;
+pub mod kinds;
 pub mod kubelet;
 mod mount;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use k8s_openapi::api::core::v1::{
 use serde_json::{Map, Value, json};
 
 pub use cleanup::{cleanup_patch, original_key, originals_of};
+pub(crate) use kinds::{api_version, at_template, kind_name};
 pub use mount::{TRUST_DIR, TrustConflict, TrustMount, VOLUME};
 
 use crate::api::{ExistingEnv, InitContainers, WorkloadKind};
@@ -123,35 +125,6 @@ pub struct WorkloadId {
     pub kind: WorkloadKind,
     pub namespace: String,
     pub name: String,
-}
-
-/// The kind as written in `kind:`.
-pub(crate) fn kind_name(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::Deployment => "Deployment",
-        WorkloadKind::StatefulSet => "StatefulSet",
-        WorkloadKind::DaemonSet => "DaemonSet",
-        WorkloadKind::CronJob => "CronJob",
-    }
-}
-
-/// The kind's `apiVersion`.
-pub(crate) fn api_version(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::CronJob => "batch/v1",
-        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => "apps/v1",
-    }
-}
-
-/// `{"spec": {"template": template}}`, or for a CronJob
-/// `{"spec": {"jobTemplate": {"spec": {"template": template}}}}`: where the pod template sits.
-pub(crate) fn at_template(kind: WorkloadKind, template: Value) -> Value {
-    match kind {
-        WorkloadKind::CronJob => json!({"spec": {"jobTemplate": {"spec": {"template": template}}}}),
-        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => {
-            json!({"spec": {"template": template}})
-        }
-    }
 }
 
 impl fmt::Display for WorkloadId {
