@@ -84,6 +84,7 @@ pub struct EgressProxyPolicySpec {
     /// Kinds of workloads the selector applies to. Default: Deployment, StatefulSet and
     /// DaemonSet; CronJob only when listed.
     #[serde(default = "default_workload_kinds")]
+    // maxItems: every kind once (`workloads/kinds/tests.rs` checks it against `ALL`).
     #[schemars(length(min = 1, max = 4))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub workload_kinds: Vec<WorkloadKind>,

@@ -201,3 +201,14 @@ fn the_admission_policy_covers_every_kind() {
         assert!(checked, "no validation reads {template} of {}", i.plural);
     }
 }
+
+/// A policy may list every kind: the CRD's `workloadKinds` holds as many as `ALL` (its
+/// `maxItems` is written in `api/spec.rs`, which cannot import this module).
+#[test]
+fn a_policy_may_list_every_kind() {
+    let crd = crate::api::crd_yaml().expect("crd");
+    let crd: Value = serde_yaml_ng::from_str(&crd).expect("YAML");
+    let spec = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties";
+    let max = crd.pointer(&format!("{spec}/workloadKinds/maxItems"));
+    assert_eq!(max, Some(&json!(ALL.len())));
+}
