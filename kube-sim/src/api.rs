@@ -152,7 +152,7 @@ pub(crate) fn create_with(
         ..t.clone()
     };
     check_namespace_exists(store, &t)?;
-    if store.get(&t.gr(), &t.key()).is_some() {
+    if store.contains(&t.gr(), &t.key()) {
         return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
     }
     stamp_new(&rt, &mut body);
@@ -487,6 +487,17 @@ pub fn get(store: &Store, t: &Target) -> ApiResult<Value> {
         .get(&t.gr(), &t.key())
         .map(|o| output(&t.rt, &o))
         .ok_or_else(|| t.not_found())
+}
+
+/// [`get`], encoded as JSON: the stored JSON when it is stored at the requested version.
+pub fn get_json(store: &Store, t: &Target) -> ApiResult<bytes::Bytes> {
+    let o = store
+        .get_stored(&t.gr(), &t.key())
+        .ok_or_else(|| t.not_found())?;
+    if o.is_served_as(&t.rt.api_version(), &t.rt.kind) {
+        return Ok(o.bytes().clone());
+    }
+    Ok(bytes::Bytes::from(output(&t.rt, &o.value()).to_string()))
 }
 
 /// Insert seed objects (default namespaces etc.) bypassing validation.

@@ -211,16 +211,16 @@ fn bound_rules(store: &Store, user: &User, ns: Option<&str>) -> Vec<(String, Vec
     };
     let mut out = Vec::new();
     for (_, b) in store.range(&rbac("clusterrolebindings"), None, None) {
-        if let Some(who) = subject(b) {
-            let desc = format!("{} to {who}", binding_desc("ClusterRoleBinding", b));
-            out.push((desc, role_rules(store, b, "")));
+        if let Some(who) = subject(&b) {
+            let desc = format!("{} to {who}", binding_desc("ClusterRoleBinding", &b));
+            out.push((desc, role_rules(store, &b, "")));
         }
     }
     if let Some(ns) = ns {
         for (_, b) in store.range(&rbac("rolebindings"), Some(ns), None) {
-            if let Some(who) = subject(b) {
-                let desc = format!("{} to {who}", binding_desc("RoleBinding", b));
-                out.push((desc, role_rules(store, b, ns)));
+            if let Some(who) = subject(&b) {
+                let desc = format!("{} to {who}", binding_desc("RoleBinding", &b));
+                out.push((desc, role_rules(store, &b, ns)));
             }
         }
     }

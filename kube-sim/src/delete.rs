@@ -194,7 +194,7 @@ pub(crate) fn delete_object(
         let ns = key.1.clone();
         for other in store.group_resources() {
             let keys: Vec<Key> = store
-                .range(&other, Some(&ns), None)
+                .range_stored(&other, Some(&ns), None)
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in keys {

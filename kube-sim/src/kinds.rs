@@ -271,7 +271,7 @@ pub(crate) fn sync_crd(store: &mut Store, rt: &ResourceType, obj: &Value, remove
         if let Some(t) = old_types.first() {
             let gr = t.group_resource();
             let keys: Vec<Key> = store
-                .range(&gr, None, None)
+                .range_stored(&gr, None, None)
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in keys {

@@ -305,6 +305,9 @@ pub enum ClientError {
     AuthInfo(#[from] serde_json::Error),
 }
 
+/// The path load errors name for objects not read from a file.
+const INLINE: &str = "<inline>";
+
 /// A running server.
 pub struct KubeSimHandle {
     shared: Arc<Shared>,
@@ -345,19 +348,27 @@ impl KubeSimHandle {
 
     /// Create or replace objects from YAML text (multi-document).
     pub fn apply_yaml(&self, yaml: &str) -> Result<usize, load::LoadError> {
-        let mut docs = Vec::new();
-        for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
-            let v = <Value as serde::Deserialize>::deserialize(doc).map_err(|source| {
+        let docs = serde_yaml_ng::Deserializer::from_str(yaml).map(|doc| {
+            <Value as serde::Deserialize>::deserialize(doc).map_err(|source| {
                 load::LoadError::Yaml {
-                    path: PathBuf::from("<inline>"),
+                    path: PathBuf::from(INLINE),
                     source,
                 }
-            })?;
-            if !v.is_null() {
-                docs.push((PathBuf::from("<inline>"), v));
-            }
-        }
-        load::apply_documents(&mut self.shared.lock(), docs)
+            })
+        });
+        let docs = load::Encoded::new(docs)?;
+        load::apply_encoded(&mut self.shared.lock(), Path::new(INLINE), docs)
+    }
+
+    /// Create or replace objects given as values, as [`Self::apply_yaml`] does (CRDs first,
+    /// then Namespaces, then the rest in order; nulls skipped): no YAML to parse for large
+    /// fixtures.
+    pub fn load_values(
+        &self,
+        values: impl IntoIterator<Item = Value>,
+    ) -> Result<usize, load::LoadError> {
+        let docs = load::Encoded::new(values.into_iter().map(Ok::<_, load::LoadError>))?;
+        load::apply_encoded(&mut self.shared.lock(), Path::new(INLINE), docs)
     }
 
     /// Drop the event history: watches resuming from an older resourceVersion get 410 Expired.

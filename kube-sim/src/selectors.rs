@@ -294,6 +294,15 @@ impl FieldSelector {
         })
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether every field is under `metadata` (an object's metadata decides a match).
+    pub fn metadata_only(&self) -> bool {
+        self.0.iter().all(|(f, _, _)| f.starts_with("metadata."))
+    }
+
     /// The namespace or name pinned by `metadata.namespace=` / `metadata.name=`, if any.
     pub fn pinned(&self, field: &str) -> Option<&str> {
         self.0

@@ -26,9 +26,12 @@ use crate::watch;
 pub use crate::shared::{Body, Shared};
 
 fn json_response(code: u16, v: &Value) -> Response<Body> {
-    let body = Full::new(Bytes::from(v.to_string()))
-        .map_err(|e| match e {})
-        .boxed_unsync();
+    bytes_response(code, Bytes::from(v.to_string()))
+}
+
+/// A response with an already-encoded JSON body.
+fn bytes_response(code: u16, encoded: Bytes) -> Response<Body> {
+    let body = Full::new(encoded).map_err(|e| match e {}).boxed_unsync();
     let mut r = Response::new(body);
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     r.headers_mut().insert(
@@ -508,11 +511,21 @@ async fn resource(
                 let rx = watch::start(&shared.store, t, p, shared.bookmark_interval, render);
                 return Ok(watch_response(rx));
             }
-            let mut v = list::list(&shared.lock(), &t, &p)?;
-            if let Output::Table(api) = output {
-                let items = v["items"].as_array().cloned().unwrap_or_default();
-                v = render_many(shared, &t, api, &q, &items, v["metadata"].clone());
-            }
+            let v = match output {
+                Output::Object => {
+                    let encoded = list::list_json(&shared.lock(), &t, &p)?;
+                    return Ok(bytes_response(200, Bytes::from(encoded)));
+                }
+                Output::PartialObjectMetadataList(_) => {
+                    list::list_metadata(&shared.lock(), &t, &p)?
+                }
+                Output::Table(api) => {
+                    let v = list::list(&shared.lock(), &t, &p)?;
+                    let items = v["items"].as_array().cloned().unwrap_or_default();
+                    render_many(shared, &t, api, &q, &items, v["metadata"].clone())
+                }
+                Output::PartialObjectMetadata(_) => list::list(&shared.lock(), &t, &p)?,
+            };
             (200, v)
         }
         (Method::GET, false) => {
@@ -531,6 +544,10 @@ async fn resource(
                     render,
                 );
                 return Ok(watch_response(rx));
+            }
+            if output == Output::Object {
+                let encoded = api::get_json(&shared.lock(), &t)?;
+                return Ok(bytes_response(200, encoded));
             }
             let obj = api::get(&shared.lock(), &t)?;
             match output {
@@ -565,7 +582,7 @@ async fn resource(
                 let manager = q.get("fieldManager").map(String::as_str);
                 let force = flag(&q, "force");
                 let mut store = shared.lock();
-                let existed = api::get(&store, &t).is_ok();
+                let existed = store.contains(&t.gr(), &t.key());
                 let v = api::apply(&mut store, &t, &body, manager, force, dry, &user)?;
                 (if existed { 200 } else { 201 }, v)
             } else {

@@ -69,14 +69,14 @@ fn service_range(store: &Store) -> Range {
         cidrs.iter().find_map(|c| Range::parse(c.as_str()?))
     };
     let named = store
-        .range(&cidrs, None, None)
+        .range_stored(&cidrs, None, None)
         .find(|(k, _)| k.1 == "kubernetes")
-        .and_then(|(_, o)| first_cidr(o));
+        .and_then(|(_, o)| first_cidr(&o.value()));
     named
         .or_else(|| {
             store
                 .range(&cidrs, None, None)
-                .find_map(|(_, o)| first_cidr(o))
+                .find_map(|(_, o)| first_cidr(&o))
         })
         .or_else(|| Range::parse(DEFAULT_SERVICE_RANGE))
         .expect("the default Service range parses")
@@ -93,7 +93,7 @@ pub(crate) fn allocate(store: &mut Store) -> ApiResult<String> {
     };
     let used: HashSet<String> = store
         .range(&gr("", "services"), None, None)
-        .flat_map(|(_, o)| ips_of(o))
+        .flat_map(|(_, o)| ips_of(&o))
         .collect();
     let usable = range.usable();
     let next = u128::from(store.next_cluster_ip).clamp(usable.start, usable.end.max(1));

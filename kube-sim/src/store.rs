@@ -29,6 +29,78 @@ impl EventType {
     }
 }
 
+/// A stored object: its JSON, encoded once and shared (cheap to clone) between the store,
+/// the watch history and the responses. Decoded when a verb or controller needs the value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored(Bytes);
+
+impl Stored {
+    /// Encode `obj` (exactly sized: the store keeps it for the object's life).
+    pub fn encode(obj: &Value) -> Self {
+        let encoded = serde_json::to_vec(obj).unwrap_or_default();
+        Self(Bytes::from(encoded.into_boxed_slice()))
+    }
+
+    /// The object's JSON, as `serde_json` writes the decoded value.
+    pub fn bytes(&self) -> &Bytes {
+        &self.0
+    }
+
+    /// The object.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.0).unwrap_or_default()
+    }
+
+    /// `{"metadata": ...}` alone: enough for label and `metadata.*` field selectors.
+    pub fn metadata_view(&self) -> Value {
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            metadata: Option<Value>,
+        }
+        let meta = serde_json::from_slice::<Meta>(&self.0)
+            .ok()
+            .and_then(|m| m.metadata);
+        match meta {
+            Some(m) => serde_json::json!({ "metadata": m }),
+            None => serde_json::json!({}),
+        }
+    }
+
+    /// Whether the object is stored as `api_version` `kind` (then its JSON is what a
+    /// client of that version gets).
+    pub fn is_served_as(&self, api_version: &str, kind: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Head {
+            api_version: Option<String>,
+            kind: Option<String>,
+        }
+        serde_json::from_slice::<Head>(&self.0).is_ok_and(|h| {
+            h.api_version.as_deref() == Some(api_version) && h.kind.as_deref() == Some(kind)
+        })
+    }
+
+    /// The uids in `metadata.ownerReferences`, read without decoding the rest.
+    fn owner_uids(&self) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            owner_references: Option<Vec<Value>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Obj {
+            metadata: Option<Meta>,
+        }
+        let refs = serde_json::from_slice::<Obj>(&self.0)
+            .ok()
+            .and_then(|o| o.metadata?.owner_references)
+            .unwrap_or_default();
+        refs.iter()
+            .filter_map(|r| r.get("uid")?.as_str().map(str::to_string))
+            .collect()
+    }
+}
+
 /// One change, as recorded in history and sent to watchers.
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -36,10 +108,12 @@ pub struct Change {
     pub kind: EventType,
     pub gr: GroupResource,
     pub namespace: String,
-    pub object: Arc<Value>,
-    /// The previous state for MODIFIED (used to turn selector transitions into ADDED/DELETED).
-    pub old: Option<Arc<Value>>,
-    /// The object's JSON at one apiVersion, encoded once for all plain watchers.
+    pub object: Stored,
+    /// The previous state for MODIFIED (used to turn selector transitions into ADDED/DELETED);
+    /// shares its JSON with the previous change.
+    pub old: Option<Stored>,
+    /// The object's JSON at another apiVersion than stored, encoded once for all plain
+    /// watchers of that version.
     pub wire: std::sync::OnceLock<(String, Bytes)>,
 }
 
@@ -53,7 +127,7 @@ pub enum Broadcast {
 
 pub struct Store {
     rv: u64,
-    objects: BTreeMap<GroupResource, BTreeMap<Key, Arc<Value>>>,
+    objects: BTreeMap<GroupResource, BTreeMap<Key, Stored>>,
     uids: HashMap<String, (GroupResource, Key)>,
     /// Owner uid -> objects whose ownerReferences name it.
     dependents: HashMap<String, BTreeSet<(GroupResource, Key)>>,
@@ -147,8 +221,17 @@ impl Store {
         self.rv
     }
 
+    /// The object, decoded.
     pub fn get(&self, gr: &GroupResource, key: &Key) -> Option<Arc<Value>> {
-        self.objects.get(gr).and_then(|m| m.get(key)).cloned()
+        self.get_stored(gr, key).map(|o| Arc::new(o.value()))
+    }
+
+    pub fn get_stored(&self, gr: &GroupResource, key: &Key) -> Option<&Stored> {
+        self.objects.get(gr).and_then(|m| m.get(key))
+    }
+
+    pub fn contains(&self, gr: &GroupResource, key: &Key) -> bool {
+        self.get_stored(gr, key).is_some()
     }
 
     pub fn by_uid(&self, uid: &str) -> Option<Arc<Value>> {
@@ -164,13 +247,24 @@ impl Store {
         self.uids.contains_key(uid)
     }
 
-    /// Objects of one group/resource in key order, from `start` (exclusive) on.
+    /// Objects of one group/resource in key order, from `start` (exclusive) on, decoded.
     pub fn range<'a>(
         &'a self,
         gr: &GroupResource,
         namespace: Option<&'a str>,
         after: Option<&'a Key>,
-    ) -> impl Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a {
+    ) -> impl Iterator<Item = (&'a Key, Value)> + 'a {
+        self.range_stored(gr, namespace, after)
+            .map(|(k, o)| (k, o.value()))
+    }
+
+    /// Objects of one group/resource in key order, from `start` (exclusive) on, as stored.
+    pub fn range_stored<'a, 'b>(
+        &'a self,
+        gr: &GroupResource,
+        namespace: Option<&'b str>,
+        after: Option<&Key>,
+    ) -> impl Iterator<Item = (&'a Key, &'a Stored)> + use<'a, 'b> {
         use std::ops::Bound;
         let lower = match (after, namespace) {
             (Some(k), Some(ns)) if k.0.as_str() < ns => {
@@ -194,7 +288,7 @@ impl Store {
     }
 
     pub fn count(&self, gr: &GroupResource, namespace: Option<&str>) -> usize {
-        self.range(gr, namespace, None).count()
+        self.range_stored(gr, namespace, None).count()
     }
 
     /// Store `obj` (its resourceVersion already set to a fresh rv) and emit an event. An
@@ -216,13 +310,14 @@ impl Store {
         if let Some(uid) = uid_of(&obj).filter(|_| index_uid) {
             self.uids.insert(uid.to_string(), (gr.clone(), key.clone()));
         }
+        let stored = Stored::encode(&obj);
         let old = self
             .objects
             .entry(gr.clone())
             .or_default()
-            .insert(key.clone(), obj.clone());
+            .insert(key.clone(), stored.clone());
         if let Some(o) = &old {
-            self.unindex_owners(gr, &key, o);
+            self.unindex_owners(gr, &key, &o.owner_uids());
         }
         for owner in owner_uids(&obj) {
             self.dependents
@@ -240,7 +335,7 @@ impl Store {
             kind,
             gr: gr.clone(),
             namespace: key.0,
-            object: obj.clone(),
+            object: stored,
             old,
             wire: Default::default(),
         });
@@ -258,11 +353,11 @@ impl Store {
     }
 
     fn remove_one(&mut self, gr: &GroupResource, key: &Key) -> Option<Arc<Value>> {
-        let old = self.objects.get_mut(gr)?.remove(key)?;
+        let old = Arc::new(self.objects.get_mut(gr)?.remove(key)?.value());
         if let Some(uid) = uid_of(&old) {
             self.uids.remove(uid);
         }
-        self.unindex_owners(gr, key, &old);
+        self.unindex_owners(gr, key, &owner_uids(&old));
         self.removed.push(old.clone());
         let rv = self.next_rv();
         let mut last = (*old).clone();
@@ -275,19 +370,19 @@ impl Store {
             kind: EventType::Deleted,
             gr: gr.clone(),
             namespace: key.0.clone(),
-            object: last.clone(),
+            object: Stored::encode(&last),
             old: None,
             wire: Default::default(),
         });
         Some(last)
     }
 
-    fn unindex_owners(&mut self, gr: &GroupResource, key: &Key, obj: &Value) {
-        for owner in owner_uids(obj) {
-            if let Some(set) = self.dependents.get_mut(&owner) {
+    fn unindex_owners(&mut self, gr: &GroupResource, key: &Key, owners: &[String]) {
+        for owner in owners {
+            if let Some(set) = self.dependents.get_mut(owner) {
                 set.remove(&(gr.clone(), key.clone()));
                 if set.is_empty() {
-                    self.dependents.remove(&owner);
+                    self.dependents.remove(owner);
                 }
             }
         }
@@ -414,5 +509,45 @@ mod tests {
         })
         .collect();
         assert_eq!(kinds, [EventType::Added, EventType::Deleted]);
+    }
+    #[test]
+    fn stored_objects_decode_to_what_was_stored() {
+        let obj = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "r", "labels": {"a": "b"},
+                         "ownerReferences": [{"uid": "u1"}, {"name": "no-uid"}, {"uid": "u2"}]},
+            "spec": {"replicas": 2, "ratio": 0.5, "big": u64::MAX, "s": "é\n\"x\""}});
+        let s = Stored::encode(&obj);
+        assert_eq!(s.value(), obj);
+        assert_eq!(s.bytes().as_ref(), obj.to_string().as_bytes());
+        assert_eq!(s.owner_uids(), ["u1", "u2"]);
+        assert_eq!(owner_uids(&obj), ["u1", "u2"]);
+        assert_eq!(
+            s.metadata_view(),
+            json!({"metadata": obj["metadata"].clone()})
+        );
+        assert!(s.is_served_as("apps/v1", "ReplicaSet"));
+        assert!(!s.is_served_as("apps/v1beta2", "ReplicaSet"));
+        assert!(!s.is_served_as("apps/v1", "Deployment"));
+        let odd = Stored::encode(&json!({"metadata": {"ownerReferences": "none"}}));
+        assert!(odd.owner_uids().is_empty());
+        assert_eq!(Stored::encode(&json!({})).metadata_view(), json!({}));
+    }
+
+    #[test]
+    fn history_shares_the_stored_json() {
+        let mut s = Store::new(100, Registry::default());
+        put(&mut s, "a", "x");
+        put(&mut s, "a", "x");
+        let changes = s.changes_since(0).expect("history");
+        let [first, second] = &changes[..] else {
+            panic!("two changes: {changes:?}")
+        };
+        let old = second.old.as_ref().expect("old state");
+        assert_eq!(old.bytes().as_ptr(), first.object.bytes().as_ptr());
+        let stored = s
+            .get_stored(&gr(), &("a".into(), "x".into()))
+            .expect("stored");
+        assert_eq!(stored.bytes().as_ptr(), second.object.bytes().as_ptr());
+        assert!(first.old.is_none());
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::error::ApiError;
 use crate::list::ListParams;
 use crate::object::{Target, output};
-use crate::store::{Broadcast, Change, EventType, Store};
+use crate::store::{Broadcast, Change, EventType, Store, Stored};
 
 /// How objects (bookmarks included) are rendered on the stream: as-is (None) or transformed
 /// (one-row Tables, PartialObjectMetadata). ERROR events are never transformed.
@@ -54,10 +54,10 @@ fn translate(t: &Target, p: &ListParams, render: &Render, c: &Change) -> Option<
     {
         return None;
     }
-    let now = p.matches(&c.object);
+    let now = p.matches_stored(&c.object);
     let ty = match c.kind {
         EventType::Modified => {
-            let before = c.old.as_ref().is_some_and(|o| p.matches(o));
+            let before = c.old.as_ref().is_some_and(|o| p.matches_stored(o));
             match (before, now) {
                 (true, true) => "MODIFIED",
                 (false, true) => "ADDED",
@@ -69,19 +69,34 @@ fn translate(t: &Target, p: &ListParams, render: &Render, c: &Change) -> Option<
         _ => return None,
     };
     if render.is_some() {
-        return Some(line(ty, &render_obj(render, output(&t.rt, &c.object))));
+        return Some(line(
+            ty,
+            &render_obj(render, output(&t.rt, &c.object.value())),
+        ));
     }
-    // Plain watchers of the same version share one encoding of the object.
+    // Plain watchers of the stored version send the stored JSON; those of another version
+    // share one encoding of the object.
     let api_version = t.rt.api_version();
+    if c.object.is_served_as(&api_version, &t.rt.kind) {
+        return Some(line_raw(ty, c.object.bytes()));
+    }
     let (v, bytes) = c.wire.get_or_init(|| {
-        let encoded = serde_json::to_vec(&output(&t.rt, &c.object)).unwrap_or_default();
+        let encoded = serde_json::to_vec(&output(&t.rt, &c.object.value())).unwrap_or_default();
         (api_version.clone(), Bytes::from(encoded))
     });
     if *v == api_version {
         Some(line_raw(ty, bytes))
     } else {
-        Some(line(ty, &output(&t.rt, &c.object)))
+        Some(line(ty, &output(&t.rt, &c.object.value())))
     }
+}
+
+/// The ADDED line of a stored object for a watch's initial state.
+fn added(t: &Target, render: &Render, o: &Stored) -> Bytes {
+    if render.is_none() && o.is_served_as(&t.rt.api_version(), &t.rt.kind) {
+        return line_raw("ADDED", o.bytes());
+    }
+    line("ADDED", &render_obj(render, output(&t.rt, &o.value())))
 }
 
 fn bookmark(t: &Target, render: &Render, rv: u64, initial_end: bool) -> Bytes {
@@ -121,9 +136,9 @@ pub fn start(
                 .namespace
                 .as_deref()
                 .or_else(|| p.fields.pinned("metadata.namespace"));
-            for (_, o) in guard.range(&t.rt.group_resource(), ns, None) {
-                if p.matches(o) {
-                    initial.push(line("ADDED", &render_obj(&render, output(&t.rt, o))));
+            for (_, o) in guard.range_stored(&t.rt.group_resource(), ns, None) {
+                if p.matches_stored(o) {
+                    initial.push(added(&t, &render, o));
                 }
             }
             if p.send_initial_events && p.allow_bookmarks {

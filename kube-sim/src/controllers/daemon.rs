@@ -13,7 +13,7 @@ use crate::store::Store;
 
 fn nodes(store: &Store) -> Vec<String> {
     let names: Vec<String> = store
-        .range(&gr("", "nodes"), None, None)
+        .range_stored(&gr("", "nodes"), None, None)
         .map(|(k, _)| k.1.clone())
         .collect();
     if names.is_empty() {
@@ -25,7 +25,7 @@ fn nodes(store: &Store) -> Vec<String> {
 
 pub(super) fn reconcile_all(store: &mut Store, ctl: &mut Ctl) {
     let keys: Vec<(String, String)> = store
-        .range(&gr("apps", "daemonsets"), None, None)
+        .range_stored(&gr("apps", "daemonsets"), None, None)
         .map(|(k, _)| k.clone())
         .collect();
     for (ns, n) in keys {

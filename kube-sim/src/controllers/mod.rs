@@ -364,10 +364,11 @@ fn reconcile_owners(store: &mut Store, ctl: &mut Ctl, o: &Value) {
 /// What a change should trigger.
 fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
     let ns = c.namespace.as_str();
-    let n = name(&c.object);
+    let object = c.object.value();
+    let n = name(&object);
     let deleted = c.kind == EventType::Deleted;
     if deleted {
-        ctl.forget(&uid(&c.object));
+        ctl.forget(&uid(&object));
     }
     match (c.gr.group.as_str(), c.gr.resource.as_str()) {
         ("apps", plural @ ("deployments" | "statefulsets" | "daemonsets")) if !deleted => {
@@ -377,19 +378,19 @@ fn handle(store: &mut Store, ctl: &mut Ctl, c: &Change) {
             if !deleted {
                 replicaset::reconcile(store, ctl, ns, &n);
             }
-            reconcile_owners(store, ctl, &c.object);
+            reconcile_owners(store, ctl, &object);
         }
         ("batch", "jobs") if !deleted => job::reconcile(store, ctl, ns, &n),
         ("", "pods") => {
             if deleted {
-                run::pod_gone(ctl, &c.object);
-                job::count_deleted(store, ctl, &c.object);
+                run::pod_gone(ctl, &object);
+                job::count_deleted(store, ctl, &object);
             } else {
                 pods::kubelet(store, ctl, ns, &n);
             }
             // A Pod the controllers just created changes nothing they do not know.
             if c.kind != EventType::Added {
-                reconcile_owners(store, ctl, &c.object);
+                reconcile_owners(store, ctl, &object);
             }
         }
         ("", "nodes") if c.kind != EventType::Modified => daemon::reconcile_all(store, ctl),
@@ -416,7 +417,7 @@ fn resync(store: &mut Store, ctl: &mut Ctl) {
         ("batch", "jobs"),
     ] {
         let keys: Vec<(String, String)> = store
-            .range(&gr(group, plural), None, None)
+            .range_stored(&gr(group, plural), None, None)
             .map(|(k, _)| k.clone())
             .collect();
         for (ns, n) in keys {

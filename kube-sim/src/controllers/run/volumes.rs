@@ -337,9 +337,9 @@ pub(super) fn record_failed_mount(store: &mut Store, pod: &Value, message: &str)
     let seen = store
         .range(&gr("", "events"), Some(&ns), None)
         .any(|(_, e)| {
-            str_at(e, "/involvedObject/uid") == pod_uid
-                && str_at(e, "/reason") == FAILED_MOUNT
-                && str_at(e, "/message") == message
+            str_at(&e, "/involvedObject/uid") == pod_uid
+                && str_at(&e, "/reason") == FAILED_MOUNT
+                && str_at(&e, "/message") == message
         });
     let Some(t) = target(store, "", "events", &ns, None).filter(|_| !seen) else {
         return;
