@@ -16,6 +16,10 @@
 //!    Deployments, 10 % StatefulSets, 10 % DaemonSets), 10 % of each selected, with a Secret
 //!    per workload and a ConfigMap per five; the time until all selected are injected, and
 //!    the growth per workload.
+//! 6. `-- large` alone (not in the default run): 50,000 realistic workloads in 500
+//!    namespaces (50,000 Secrets, 10,000 ConfigMaps, 10 % selected): the operator's memory
+//!    and its growth per workload against 1,000, the initial injection and one change next
+//!    to a bare client, and kube-sim's own memory per workload.
 //!
 //! The last line is `summary: key=value ...` with the figures measured in this run.
 
@@ -400,35 +404,42 @@ fn realistic_kind(i: usize) -> (&'static str, String) {
 /// `namespaces` namespaces with a policy, 100 realistic workloads each (10 selected; 80
 /// Deployments, 10 StatefulSets, 10 DaemonSets), 100 Secrets and 20 ConfigMaps.
 fn realistic_fixtures(namespaces: usize) -> String {
-    let base = fixtures(namespaces, 0, 0, 0);
+    let mut y = fixtures(namespaces, 0, 0, 0);
+    for n in 0..namespaces {
+        y.push_str(&realistic_namespace(n));
+    }
+    y
+}
+
+/// The workloads, Secrets and ConfigMaps of realistic namespace `n` (which `fixtures`
+/// creates, with its policy).
+fn realistic_namespace(n: usize) -> String {
     let containers = ["api", "sidecar", "agent"]
         .map(realistic_container)
         .join(", ");
-    let mut y = base;
-    for n in 0..namespaces {
-        let ns = format!("team-{n:03}");
-        for i in 0..100 {
-            let label = if i < 10 { "egress: proxied, " } else { "" };
-            let (kind, fields) = realistic_kind(i);
-            let _ = write!(
-                y,
-                "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
-                 spec:\n{fields}  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
-                i / 5
-            );
-            let _ = write!(
-                y,
-                "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: secret-{i}, namespace: {ns}}}\nstringData: {{token: \"{}\"}}\n",
-                "x".repeat(256)
-            );
-        }
-        for i in 0..20 {
-            let _ = write!(
-                y,
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: config-{i}, namespace: {ns}}}\ndata: {{app.yaml: \"{}\"}}\n",
-                "k: v\\n".repeat(100)
-            );
-        }
+    let ns = format!("team-{n:03}");
+    let mut y = String::new();
+    for i in 0..100 {
+        let label = if i < 10 { "egress: proxied, " } else { "" };
+        let (kind, fields) = realistic_kind(i);
+        let _ = write!(
+            y,
+            "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
+             spec:\n{fields}  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
+            i / 5
+        );
+        let _ = write!(
+            y,
+            "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: secret-{i}, namespace: {ns}}}\nstringData: {{token: \"{}\"}}\n",
+            "x".repeat(256)
+        );
+    }
+    for i in 0..20 {
+        let _ = write!(
+            y,
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: config-{i}, namespace: {ns}}}\ndata: {{app.yaml: \"{}\"}}\n",
+            "k: v\\n".repeat(100)
+        );
     }
     y
 }
@@ -676,6 +687,179 @@ async fn node_churn(summary: &mut Summary) {
     let _ = op.await;
 }
 
+/// This process's resident memory in MiB, after giving free heap pages back.
+fn own_rss() -> f64 {
+    // SAFETY: malloc_trim is thread-safe and only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    Rss::of(std::process::id()).total
+}
+
+/// The bare client of the realistic namespaces: one server-side-apply patch to each
+/// selected workload (10 per namespace, of their kinds), WORKERS at a time.
+async fn bare_client_realistic(
+    sim: &kube_sim::KubeSimHandle,
+    client: &kube::Client,
+    namespaces: usize,
+    tag: &str,
+) -> Duration {
+    use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+    use kube::api::{ApiResource, DynamicObject};
+    let before = patched(sim);
+    let t1 = Instant::now();
+    futures::stream::iter((0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i))))
+        .map(|(n, i)| {
+            let (kind, _) = realistic_kind(i);
+            let resource = match kind {
+                "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
+                "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
+                _ => ApiResource::erase::<Deployment>(&()),
+            };
+            let ns = format!("team-{n:03}");
+            let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource);
+            async move {
+                let body = json!({
+                    "apiVersion": "apps/v1", "kind": kind,
+                    "metadata": {"name": format!("app-{i}")},
+                    "spec": {"template": {"metadata": {"annotations": {"bench/round": tag}}}}
+                });
+                let params = PatchParams::apply("bare-client").force();
+                api.patch(&format!("app-{i}"), &params, &Patch::Apply(&body))
+                    .await
+                    .expect("bare patch");
+            }
+        })
+        .buffer_unordered(WORKERS as usize)
+        .collect::<Vec<_>>()
+        .await;
+    let bare = t1.elapsed();
+    assert_eq!(patched(sim) - before, namespaces as u64 * 10);
+    bare
+}
+
+/// Waits until the server's resourceVersion has not moved for 300 ms: its controllers are
+/// done with what was loaded.
+async fn settle(sim: &kube_sim::KubeSimHandle) {
+    let (mut last, mut since) = (sim.resource_version(), Instant::now());
+    while since.elapsed() < Duration::from_millis(300) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let rv = sim.resource_version();
+        if rv != last {
+            (last, since) = (rv, Instant::now());
+        }
+    }
+}
+
+/// `namespaces` realistic namespaces loaded one at a time (no fixture string of the whole
+/// cluster in memory): the server, and kube-sim's own growth per workload in KiB.
+async fn large_sim(namespaces: usize) -> (kube_sim::KubeSimHandle, f64) {
+    let before = own_rss();
+    let t = Instant::now();
+    let sim = sim_with(&fixtures(namespaces, 0, 0, 0)).await;
+    for n in 0..namespaces {
+        sim.apply_yaml(&realistic_namespace(n)).expect("fixtures");
+        // Ten namespaces' objects and what kube-sim's controllers make of them stay within
+        // its event channel: loading faster makes them fall behind and resync everything.
+        if n % 10 == 9 {
+            settle(&sim).await;
+        }
+    }
+    settle(&sim).await;
+    let grown = own_rss() - before;
+    let workloads = namespaces * 100;
+    let per = grown * 1024.0 / workloads as f64;
+    println!(
+        "kube-sim with {workloads} workloads + {workloads} Secrets + {} ConfigMaps: loaded in {:.0} s, {grown:.0} MiB ({per:.1} KiB per workload)",
+        workloads / 5,
+        t.elapsed().as_secs_f64()
+    );
+    (sim, per)
+}
+
+/// The operator against 50,000 realistic workloads (500 namespaces, 10 % selected): its
+/// memory and growth per workload (against 1,000), the initial injection and one change
+/// next to a bare client, and kube-sim's own memory. Runs only when asked (`-- large`).
+async fn large(summary: &mut Summary) {
+    const NAMESPACES: usize = 500;
+    let n = NAMESPACES * 100;
+    let selected = (NAMESPACES * 10) as u64;
+    println!("== 50,000 realistic workloads, 50,000 Secrets, 10,000 ConfigMaps, 10 % selected ==");
+    let Some((small, _)) = realistic_rss(10).await else {
+        println!("1,000 workloads: not all selected were injected within 600 s");
+        return;
+    };
+    println!("operator with 1,000 workloads: {small}");
+    let (sim, sim_per) = large_sim(NAMESPACES).await;
+    summary.add("kube_sim_kib_per_workload", format!("{sim_per:.1}"));
+    let client = sim.client().expect("client");
+    let (mut child, pid, dir) = spawn_operator(&sim, "large");
+    let limit = Duration::from_secs(1800);
+    let Some(first) = wait_patches(&sim, 0, selected, limit).await else {
+        println!("not all {selected} selected were injected within {limit:?}");
+        return;
+    };
+    println!(
+        "all {selected} selected injected {:.1} s after start",
+        first.as_secs_f64()
+    );
+    tokio::time::sleep(SETTLE).await;
+    let rss = Rss::of(pid);
+    let per = (rss.total - small.total) * 1024.0 / (n - 1000) as f64;
+    println!("operator with {n} workloads: {rss}; growth per workload {per:.2} KiB");
+    summary.add("rss_50k_realistic_mib", format!("{:.1}", rss.total));
+    summary.add("kib_per_workload_50k", format!("{per:.2}"));
+    let bare = bare_client_realistic(&sim, &client, NAMESPACES, "initial").await;
+    println!(
+        "bare client, the same {selected} patches: {:.1} s (initial injection / bare: {:.2})",
+        bare.as_secs_f64(),
+        first.as_secs_f64() / bare.as_secs_f64()
+    );
+    if let Some(ratio) = large_change(&sim, &client, NAMESPACES, limit).await {
+        summary.add("propagation_ratio_50k", format!("{ratio:.2}"));
+    }
+    println!("operator after the change: {}", Rss::of(pid));
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One update of the shared source Secret: the time until every selected workload is
+/// patched, over the bare client's time for the same patches.
+async fn large_change(
+    sim: &kube_sim::KubeSimHandle,
+    client: &kube::Client,
+    namespaces: usize,
+    limit: Duration,
+) -> Option<f64> {
+    let selected = (namespaces * 10) as u64;
+    let patches = patched(sim);
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "proxy-system");
+    let t0 = Instant::now();
+    let url = "http://u:large-change@proxy.corp.example:3128";
+    secrets
+        .patch(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"httpProxy": url}})),
+        )
+        .await
+        .expect("update secret");
+    if wait_patches(sim, patches, selected, limit).await.is_none() {
+        println!("the change: not all {selected} were patched within {limit:?}");
+        return None;
+    }
+    let operator = t0.elapsed();
+    let bare = bare_client_realistic(sim, client, namespaces, "change").await;
+    let ratio = operator.as_secs_f64() / bare.as_secs_f64();
+    println!(
+        "one change: operator {:.1} s, bare client {:.1} s, ratio {ratio:.2}",
+        operator.as_secs_f64(),
+        bare.as_secs_f64()
+    );
+    Some(ratio)
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -684,6 +868,11 @@ fn main() {
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let mut summary = Summary::default();
     rt.block_on(async {
+        // The 50,000 scenario takes longer than the rest together: only by name.
+        if only.as_deref() == Some("large") {
+            large(&mut summary).await;
+            return;
+        }
         if only.as_deref().is_none_or(|o| "patch".contains(o)) {
             patch_throughput(&mut summary).await;
         }
