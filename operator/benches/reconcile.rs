@@ -759,9 +759,9 @@ async fn large_sim(namespaces: usize) -> (kube_sim::KubeSimHandle, f64) {
     let sim = sim_with(&fixtures(namespaces, 0, 0, 0)).await;
     for n in 0..namespaces {
         sim.apply_yaml(&realistic_namespace(n)).expect("fixtures");
-        // Ten namespaces' objects and what kube-sim's controllers make of them stay within
+        // Five namespaces' objects and what kube-sim's controllers make of them stay within
         // its event channel: loading faster makes them fall behind and resync everything.
-        if n % 10 == 9 {
+        if n % 5 == 4 {
             settle(&sim).await;
         }
     }
