@@ -473,9 +473,6 @@ pub async fn run(shared: Arc<Shared>, pacing: Pacing, images: Images) {
             Msg::Change(Ok(Broadcast::Expire)) => {}
             Msg::Change(Err(broadcast::error::RecvError::Lagged(n))) => {
                 tracing::warn!(missed = n, "controllers fell behind; resyncing");
-                // The resync reads the store as it is now: what is still queued is covered,
-                // and replaying it would only make them fall behind again.
-                rx = store.subscribe();
                 resync(&mut store, &mut ctl);
             }
             Msg::Change(Err(broadcast::error::RecvError::Closed)) => return,
