@@ -15,7 +15,6 @@
 //!
 //! The last line is `summary: kube_sim_kib_per_workload=X load_50k_s=Y`.
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 const CLUSTER: &str = include_str!("../../operator/demo/cluster.yaml");
@@ -40,69 +39,15 @@ spec:
             status: {type: object, x-kubernetes-preserve-unknown-fields: true}
 ";
 
-/// One realistic container: image, ports, probes, resources, 30 variables, a mount.
-fn realistic_container(name: &str) -> String {
-    let mut env = String::new();
-    for i in 0..30 {
-        let _ = write!(
-            env,
-            "{{name: SETTING_{i}, value: \"value-{i}-abcdefghijklmnopqrstuvwxyz\"}}, "
-        );
-    }
-    format!(
-        "{{name: {name}, image: \"registry.internal/{name}:1.24.3\", command: [/bin/server], \
-         args: [--port=8080, --log-format=json], ports: [{{containerPort: 8080, name: http}}], \
-         env: [{env}], \
-         livenessProbe: {{httpGet: {{path: /healthz, port: 8080}}, periodSeconds: 10, failureThreshold: 3}}, \
-         readinessProbe: {{httpGet: {{path: /ready, port: 8080}}, periodSeconds: 5}}, \
-         resources: {{requests: {{cpu: 100m, memory: 128Mi}}, limits: {{memory: 256Mi}}}}, \
-         volumeMounts: [{{name: config, mountPath: /etc/{name}}}, {{name: cache, mountPath: /var/cache/{name}}}]}}"
-    )
-}
-
-/// The kind and kind-specific spec fields of workload `i` of 100.
-fn realistic_kind(i: usize) -> (&'static str, String) {
-    match i % 10 {
-        8 => (
-            "StatefulSet",
-            format!("  replicas: 0\n  serviceName: app-{i}\n"),
-        ),
-        9 => ("DaemonSet", String::new()),
-        _ => ("Deployment", "  replicas: 0\n".into()),
-    }
-}
-
 /// Namespace `n` with its policy, 100 realistic workloads, 100 Secrets and 20 ConfigMaps.
-fn realistic_namespace(n: usize, containers: &str) -> String {
+fn realistic_namespace(n: usize) -> String {
     let ns = format!("team-{n:03}");
-    let mut y = format!(
+    format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{egressproxy.io/enabled: \"true\"}}}}\n\
          ---\napiVersion: egressproxy.io/v1alpha1\nkind: EgressProxyPolicy\nmetadata: {{name: outbound, namespace: {ns}}}\n\
-         spec:\n  workloadSelector: {{matchLabels: {{egress: proxied}}}}\n  proxy:\n    credentials: [{{name: main, secretRef: {{name: shared, namespace: proxy-system}}}}]\n    active: main\n  rollout: {{maxConcurrent: 1000}}\n"
-    );
-    for i in 0..100 {
-        let label = if i < 10 { "egress: proxied, " } else { "" };
-        let (kind, fields) = realistic_kind(i);
-        let _ = write!(
-            y,
-            "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
-             spec:\n{fields}  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
-            i / 5
-        );
-        let _ = write!(
-            y,
-            "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: secret-{i}, namespace: {ns}}}\nstringData: {{token: \"{}\"}}\n",
-            "x".repeat(256)
-        );
-    }
-    for i in 0..20 {
-        let _ = write!(
-            y,
-            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: config-{i}, namespace: {ns}}}\ndata: {{app.yaml: \"{}\"}}\n",
-            "k: v\\n".repeat(100)
-        );
-    }
-    y
+         spec:\n  workloadSelector: {{matchLabels: {{egress: proxied}}}}\n  proxy:\n    credentials: [{{name: main, secretRef: {{name: shared, namespace: proxy-system}}}}]\n    active: main\n  rollout: {{maxConcurrent: 1000}}\n{}",
+        kube_sim::fixtures::realistic_namespace(n)
+    )
 }
 
 /// A line of /proc/self/status or /proc/meminfo, in KiB.
@@ -177,9 +122,6 @@ async fn main() {
         "== kube-sim memory with realistic workloads (~6 KB each, a Secret each, a ConfigMap per five) =="
     );
     println!("empty server: RSS {:.1} MiB (after malloc_trim)", rss_mib());
-    let containers = ["api", "sidecar", "agent"]
-        .map(realistic_container)
-        .join(", ");
     let mut steps: Vec<Step> = Vec::new();
     let mut loaded_ns = 0;
     let mut load_total = Duration::ZERO;
@@ -203,7 +145,7 @@ async fn main() {
         }
         // One manifest per step, as a test applies its fixtures.
         let yaml = (loaded_ns..target_ns)
-            .map(|n| realistic_namespace(n, &containers))
+            .map(realistic_namespace)
             .collect::<Vec<_>>()
             .join("---\n");
         let t = Instant::now();

@@ -14,6 +14,7 @@ pub(crate) mod delete;
 pub(crate) mod discovery;
 pub(crate) mod error;
 pub(crate) mod events;
+pub mod fixtures;
 pub mod hooks;
 pub(crate) mod kinds;
 pub mod kubeconfig;

@@ -31,6 +31,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use kube_sim::fixtures::{realistic_kind, realistic_namespace};
 use serde_json::json;
 
 const CLUSTER: &str = include_str!("../demo/cluster.yaml");
@@ -373,78 +374,12 @@ async fn bare_client(
     bare
 }
 
-/// One realistic container: image, ports, probes, resources, 30 variables, a mount.
-fn realistic_container(name: &str) -> String {
-    let mut env = String::new();
-    for i in 0..30 {
-        let _ = write!(
-            env,
-            "{{name: SETTING_{i}, value: \"value-{i}-abcdefghijklmnopqrstuvwxyz\"}}, "
-        );
-    }
-    format!(
-        "{{name: {name}, image: \"registry.internal/{name}:1.24.3\", command: [/bin/server], \
-         args: [--port=8080, --log-format=json], ports: [{{containerPort: 8080, name: http}}], \
-         env: [{env}], \
-         livenessProbe: {{httpGet: {{path: /healthz, port: 8080}}, periodSeconds: 10, failureThreshold: 3}}, \
-         readinessProbe: {{httpGet: {{path: /ready, port: 8080}}, periodSeconds: 5}}, \
-         resources: {{requests: {{cpu: 100m, memory: 128Mi}}, limits: {{memory: 256Mi}}}}, \
-         volumeMounts: [{{name: config, mountPath: /etc/{name}}}, {{name: cache, mountPath: /var/cache/{name}}}]}}"
-    )
-}
-
-/// The kind and the kind-specific spec fields of realistic workload `i` of 100: one in ten
-/// a StatefulSet or a DaemonSet, selected ones included.
-fn realistic_kind(i: usize) -> (&'static str, String) {
-    match i % 10 {
-        8 => (
-            "StatefulSet",
-            format!("  replicas: 0\n  serviceName: app-{i}\n"),
-        ),
-        9 => ("DaemonSet", String::new()),
-        _ => ("Deployment", "  replicas: 0\n".into()),
-    }
-}
-
 /// `namespaces` namespaces with a policy, 100 realistic workloads each (10 selected; 80
 /// Deployments, 10 StatefulSets, 10 DaemonSets), 100 Secrets and 20 ConfigMaps.
 fn realistic_fixtures(namespaces: usize) -> String {
     let mut y = fixtures(namespaces, 0, 0, 0);
     for n in 0..namespaces {
         y.push_str(&realistic_namespace(n));
-    }
-    y
-}
-
-/// The workloads, Secrets and ConfigMaps of realistic namespace `n` (which `fixtures`
-/// creates, with its policy).
-fn realistic_namespace(n: usize) -> String {
-    let containers = ["api", "sidecar", "agent"]
-        .map(realistic_container)
-        .join(", ");
-    let ns = format!("team-{n:03}");
-    let mut y = String::new();
-    for i in 0..100 {
-        let label = if i < 10 { "egress: proxied, " } else { "" };
-        let (kind, fields) = realistic_kind(i);
-        let _ = write!(
-            y,
-            "---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: app-{i}, namespace: {ns}, labels: {{{label}app: app-{i}, team: {ns}}}, annotations: {{owner: \"platform@example.com\"}}}}\n\
-             spec:\n{fields}  selector: {{matchLabels: {{app: app-{i}}}}}\n  template:\n    metadata: {{labels: {{app: app-{i}, version: v1}}, annotations: {{prometheus.io/scrape: \"true\"}}}}\n    spec:\n      serviceAccountName: app-{i}\n      volumes: [{{name: config, configMap: {{name: config-{}}}}}, {{name: cache, emptyDir: {{}}}}]\n      containers: [{containers}]\n",
-            i / 5
-        );
-        let _ = write!(
-            y,
-            "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: secret-{i}, namespace: {ns}}}\nstringData: {{token: \"{}\"}}\n",
-            "x".repeat(256)
-        );
-    }
-    for i in 0..20 {
-        let _ = write!(
-            y,
-            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: config-{i}, namespace: {ns}}}\ndata: {{app.yaml: \"{}\"}}\n",
-            "k: v\\n".repeat(100)
-        );
     }
     y
 }
