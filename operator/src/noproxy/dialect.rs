@@ -1,7 +1,10 @@
-//! The client families whose NO_PROXY syntax the engine models.
+//! The client families whose NO_PROXY syntax the engine models: the API's enum. What each
+//! one does is in its file under `dialects/`, reached through `dialects::client`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::dialects::client;
 
 /// How NO_PROXY is written: the HTTP client family the workloads use.
 #[derive(
@@ -75,45 +78,13 @@ impl Dialect {
 
     /// The name used on the command line and in the API.
     pub fn name(self) -> &'static str {
-        match self {
-            Dialect::Portable => "portable",
-            Dialect::Curl => "curl",
-            Dialect::Wget => "wget",
-            Dialect::Go => "go",
-            Dialect::PythonUrllib => "python-urllib",
-            Dialect::PythonRequests => "python-requests",
-            Dialect::PythonHttpx => "python-httpx",
-            Dialect::NodeAxios => "node-axios",
-            Dialect::NodeProxyFromEnv => "node-proxy-from-env",
-            Dialect::NodeUndici => "node-undici",
-            Dialect::Ruby => "ruby",
-            Dialect::RustReqwest => "rust-reqwest",
-            Dialect::Java => "java",
-        }
+        client(self).name()
     }
 
     /// The exact client version this dialect models (read from that version's source and
     /// checked by `tests/conformance/`). `portable` models all of them at once.
     pub fn modelled_version(self) -> &'static str {
-        match self {
-            Dialect::Portable => "every version listed for the other dialects",
-            Dialect::Curl => "curl 7.88.1 (Debian 12 package 7.88.1-10+deb12u15)",
-            Dialect::Wget => "GNU Wget 1.21.3 (Debian 12 package 1.21.3-1+deb12u1)",
-            Dialect::Go => "Go 1.19.8 net/http (Debian 12 package golang 2:1.19~1)",
-            Dialect::PythonUrllib => "CPython 3.11.7 urllib.request",
-            Dialect::PythonRequests => "requests 2.34.2 (PyPI) on CPython 3.11",
-            Dialect::PythonHttpx => "httpx 0.29.0 (PyPI) on CPython 3.11",
-            Dialect::NodeAxios => "axios 1.21.1 with proxy-from-env 2.1.0 (npm)",
-            Dialect::NodeProxyFromEnv => "proxy-from-env 2.1.0 (npm), without axios",
-            Dialect::NodeUndici => {
-                "undici 7.30.2 EnvHttpProxyAgent on node v20.20.2 (npm; 8.14.0 needs node >= 22.19)"
-            }
-            Dialect::Ruby => "Ruby 3.1.2 net/http + uri (Debian 12 package ruby 1:3.1)",
-            Dialect::RustReqwest => "reqwest 0.13.5 with hyper-util 0.1.21 (crates.io)",
-            Dialect::Java => {
-                "OpenJDK 17.0 HttpURLConnection (Debian 12 package openjdk-17-jdk-headless)"
-            }
-        }
+        client(self).modelled_version()
     }
 
     /// The real clients that read the proxy variables: every dialect except `portable` and
@@ -121,23 +92,24 @@ impl Dialect {
     pub fn clients() -> impl Iterator<Item = Dialect> {
         Dialect::ALL
             .into_iter()
-            .filter(|d| *d != Dialect::Portable && *d != Dialect::Java)
+            .filter(|d| client(*d).reads_variables())
     }
 
-    /// The dialect the proxy variables are written in for a policy of this dialect:
-    /// `portable` for `java`, whose JVMs read `JAVA_TOOL_OPTIONS` instead.
+    /// The dialect the proxy variables are written in for a policy of this dialect: its own
+    /// when its clients read them, else `portable` (for `java`, whose JVMs read
+    /// `JAVA_TOOL_OPTIONS` instead).
     pub fn for_variables(self) -> Dialect {
-        if self == Dialect::Java {
-            Dialect::Portable
-        } else {
+        if client(self).reads_variables() {
             self
+        } else {
+            Dialect::Portable
         }
     }
 
     /// The separator between entries of the rendered value: `|` for `java`
     /// (`http.nonProxyHosts`), `,` for NO_PROXY.
     pub fn separator(self) -> &'static str {
-        if self == Dialect::Java { "|" } else { "," }
+        client(self).separator()
     }
 
     /// Parses a dialect name as written by [`Dialect::name`].

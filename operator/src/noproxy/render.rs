@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use serde::Serialize;
 
 use super::Dialect;
-use super::dialects::{self, Decision, Expr, Model, cidr_support, java};
+use super::dialects::{self, Decision, Expr, Model, java};
 use super::entry::{Intent, NameScope};
 use super::env::Env;
 use super::set::IntentSet;
@@ -152,7 +152,7 @@ fn render_checked(
     let mut warnings = Vec::new();
     let mut host_and_subs: Vec<String> = Vec::new();
     for intent in merge_ips(dialect, set.intents()) {
-        match express(dialect, &intent).unwrap_or_else(|| Err("no client".into())) {
+        match express(dialect, &intent) {
             Ok(Expr {
                 entries: es,
                 warning,
@@ -180,7 +180,7 @@ fn render_checked(
                     scope: NameScope::Host,
                     ..
                 } = &intent
-                    && matches_subdomains_too(dialect, name)
+                    && dialects::client(dialect).matches_subdomains_too(name)
                 {
                     host_and_subs.push(name.clone());
                 }
@@ -414,7 +414,7 @@ fn shadowed_ips(dialect: Dialect, set: &IntentSet, net: &IpNet) -> Vec<String> {
     for ip in set.shadowed() {
         if let Intent::Ip { addr, .. } = ip
             && net.contains(addr)
-            && let Some(Ok(Expr { entries: es, .. })) = express(dialect, ip)
+            && let Ok(Expr { entries: es, .. }) = express(dialect, ip)
         {
             out.extend(es);
         }
@@ -455,35 +455,14 @@ fn size_warning(value: &str) -> Option<String> {
     }
 }
 
-fn express(dialect: Dialect, intent: &Intent) -> Option<Result<Expr, String>> {
-    if dialect == Dialect::Portable {
-        Some(portable(intent))
-    } else {
-        dialects::express(dialect, intent)
-    }
-}
-
-/// True when `dialect`'s spelling of host `name` also sends its subdomains direct.
-fn matches_subdomains_too(dialect: Dialect, name: &str) -> bool {
-    match dialect {
-        Dialect::NodeAxios | Dialect::NodeProxyFromEnv | Dialect::Java => false,
-        Dialect::PythonHttpx => name != "localhost",
-        Dialect::Portable
-        | Dialect::Curl
-        | Dialect::Wget
-        | Dialect::Go
-        | Dialect::PythonUrllib
-        | Dialect::PythonRequests
-        | Dialect::NodeUndici
-        | Dialect::Ruby
-        | Dialect::RustReqwest => true,
-    }
+fn express(dialect: Dialect, intent: &Intent) -> Result<Expr, String> {
+    dialects::client(dialect).express(intent)
 }
 
 /// For dialects that read CIDRs, port-less single IPs are merged with the CIDRs
 /// (`IpNet::aggregate`): same decisions, shorter value.
 fn merge_ips(dialect: Dialect, intents: &[Intent]) -> Vec<Intent> {
-    let (v4, v6) = cidr_support(dialect);
+    let (v4, v6) = dialects::client(dialect).cidr_support();
     if !v4 && !v6 {
         return intents.to_vec();
     }
@@ -515,41 +494,6 @@ fn merge_ips(dialect: Dialect, intents: &[Intent]) -> Vec<Intent> {
     out
 }
 
-/// `portable`: kept only when every client can express it, spelled so that every client
-/// decides the same for it (checked by the tests below against every client model).
-fn portable(intent: &Intent) -> Result<Expr, String> {
-    let failures: Vec<String> = Dialect::clients()
-        .filter_map(|d| match dialects::express(d, intent) {
-            Some(Err(why)) => Some(format!("{d}: {why}")),
-            _ => None,
-        })
-        .collect();
-    if !failures.is_empty() {
-        return Err(format!(
-            "not every client can express it; {}",
-            failures.join("; ")
-        ));
-    }
-    match intent {
-        Intent::Name {
-            name,
-            scope,
-            port: None,
-            ..
-        } => match scope {
-            NameScope::Host => Expr::one(name.clone()),
-            // proxy-from-env: bare is exact, `.d` subdomains only; go/wget/ruby/httpx: `.d`
-            // is subdomains only. Both spellings are needed.
-            NameScope::Domain => Expr::many(vec![name.clone(), format!(".{name}")]),
-            NameScope::Subdomains => Expr::one(format!(".{name}")),
-        },
-        Intent::Ip { addr, port: None } if addr.is_ipv4() => Expr::one(addr.to_string()),
-        other => Err(format!(
-            "no spelling of {other} gives the same decision in every client"
-        )),
-    }
-}
-
 /// An address or network written for `portable` although some clients ignore it.
 struct Partial {
     entries: Vec<String>,
@@ -568,16 +512,15 @@ fn portable_in_part(intent: &Intent) -> Option<Partial> {
     let mut entries: Vec<String> = Vec::new();
     let mut why: Vec<(Dialect, String)> = Vec::new();
     for d in Dialect::clients() {
-        match dialects::express(d, intent) {
-            Some(Ok(e)) => {
+        match express(d, intent) {
+            Ok(e) => {
                 for x in e.entries {
                     if !entries.contains(&x) {
                         entries.push(x);
                     }
                 }
             }
-            Some(Err(reason)) => why.push((d, reason)),
-            None => {}
+            Err(reason) => why.push((d, reason)),
         }
     }
     let value = entries.join(",");

@@ -3,8 +3,10 @@
 use std::collections::HashSet;
 
 use super::certs::{Certificate, sha256_hex};
-use super::dialects::{Effect, Value, When, variables};
-use super::{BUNDLE_KEY, RootSet, Roots, TRUSTSTORE_KEY, TrustError, WGETRC_KEY, truststore};
+use super::dialects::{Effect, Value, When};
+use super::{
+    BUNDLE_KEY, RootSet, Roots, TRUSTSTORE_KEY, TrustError, WGETRC_KEY, truststore, variables,
+};
 use crate::noproxy::Dialect;
 
 /// What a workload of one dialect is given.

@@ -1,8 +1,8 @@
 //! Which variables point each dialect's clients at the trust files, and whether each
 //! replaces the client's own roots or adds to them, as measured against the real clients by
 //! the conformance run (tests/conformance, `--trust-observe`): a row changes only with it.
-
-use crate::noproxy::Dialect;
+//! Each dialect's file (`noproxy/dialects/<client>.rs`, `Client::trust_variables`) names
+//! its row; [`super::variables`] reads it.
 
 /// What a variable's value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,25 +61,25 @@ use When::{Always, Replace};
 /// curl (Debian's, OpenSSL): the CA file replaces the built-in file, but curl keeps its
 /// compiled-in CA path `/etc/ssl/certs`, and no variable changes that: the file adds. curl
 /// reads neither SSL_CERT_FILE nor SSL_CERT_DIR itself.
-const CURL: &[TrustVar] = &[var("CURL_CA_BUNDLE", Bundle, AlwaysAdds, Always)];
+pub(crate) const CURL: &[TrustVar] = &[var("CURL_CA_BUNDLE", Bundle, AlwaysAdds, Always)];
 /// GNU Wget (GnuTLS) reads no CA variable, only `ca_certificate` from its wgetrc, and also
 /// loads the system trust, so the file adds; with Replace the wgetrc's `ca_directory` points
 /// at the trust directory, which hides the system's.
-const WGET: &[TrustVar] = &[var("WGETRC", Wgetrc, Adds, Always)];
+pub(crate) const WGET: &[TrustVar] = &[var("WGETRC", Wgetrc, Adds, Always)];
 /// Go, CPython's ssl, Ruby's OpenSSL: SSL_CERT_FILE replaces the default file, but the
 /// default directory (/etc/ssl/certs) is still read, so the file adds; Replace points
 /// SSL_CERT_DIR away. httpx and reqwest (rustls-native-certs) read the same two variables
 /// and drop their own roots for them.
-const SSL_CERT: &[TrustVar] = &[
+pub(crate) const SSL_CERT: &[TrustVar] = &[
     var("SSL_CERT_FILE", Bundle, Replaces, Always),
     var("SSL_CERT_DIR", Dir, Replaces, Replace),
 ];
 /// requests uses certifi unless REQUESTS_CA_BUNDLE names a file.
-const REQUESTS: &[TrustVar] = &[var("REQUESTS_CA_BUNDLE", Bundle, Replaces, Always)];
+pub(crate) const REQUESTS: &[TrustVar] = &[var("REQUESTS_CA_BUNDLE", Bundle, Replaces, Always)];
 /// Node.js reads NODE_EXTRA_CA_CERTS once at start and adds it to its built-in roots.
-const NODE: &[TrustVar] = &[var("NODE_EXTRA_CA_CERTS", Bundle, AlwaysAdds, Always)];
+pub(crate) const NODE: &[TrustVar] = &[var("NODE_EXTRA_CA_CERTS", Bundle, AlwaysAdds, Always)];
 /// `portable` and `java` (for the other programs of a JVM's container): every variable.
-const ALL: &[TrustVar] = &[
+pub(crate) const ALL: &[TrustVar] = &[
     var("CURL_CA_BUNDLE", Bundle, AlwaysAdds, Always),
     var("NODE_EXTRA_CA_CERTS", Bundle, AlwaysAdds, Always),
     var("REQUESTS_CA_BUNDLE", Bundle, Replaces, Always),
@@ -87,19 +87,3 @@ const ALL: &[TrustVar] = &[
     var("SSL_CERT_DIR", Dir, Replaces, Replace),
     var("WGETRC", Wgetrc, Adds, Always),
 ];
-
-/// The trust variables of a dialect, in the order they are written.
-pub fn variables(dialect: Dialect) -> &'static [TrustVar] {
-    match dialect {
-        Dialect::Curl => CURL,
-        Dialect::Wget => WGET,
-        Dialect::Go
-        | Dialect::PythonUrllib
-        | Dialect::PythonHttpx
-        | Dialect::Ruby
-        | Dialect::RustReqwest => SSL_CERT,
-        Dialect::PythonRequests => REQUESTS,
-        Dialect::NodeAxios | Dialect::NodeProxyFromEnv | Dialect::NodeUndici => NODE,
-        Dialect::Portable | Dialect::Java => ALL,
-    }
-}

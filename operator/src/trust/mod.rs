@@ -4,19 +4,25 @@
 
 mod bundle;
 mod certs;
-mod dialects;
+pub(crate) mod dialects;
 mod pkcs12;
 mod roots;
 
 pub use bundle::{Bundle, build, pem_of};
 pub use certs::{Certificate, expiring, parse_source};
-pub use dialects::{Effect, TrustVar, Value, When, variables};
+pub use dialects::{Effect, TrustVar, Value, When};
 pub use pkcs12::truststore;
 pub use roots::{RootSet, Roots, SHIPPED_ROOTS_VERSION};
 
 use k8s_openapi::jiff::Timestamp;
 
 use crate::noproxy::Dialect;
+
+/// The trust variables of a dialect, in the order they are written (its row of
+/// `dialects.rs`).
+pub fn variables(dialect: Dialect) -> &'static [TrustVar] {
+    crate::noproxy::dialects::client(dialect).trust_variables()
+}
 
 /// Where the trust files are mounted in each selected container.
 pub const TRUST_DIR: &str = "/etc/egress-proxy/trust";

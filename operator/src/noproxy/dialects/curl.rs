@@ -14,13 +14,15 @@
 //!   an IPv6 entry matches only in curl's normalized text form, IPv6 CIDRs never match.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
 use ipnet::{IpNet, Ipv4Net};
 
-use super::{Expr, PORT_NAME_ONLY, Verdict, with_scheme};
+use super::{Client, Decide, Expr, PORT_NAME_ONLY, Verdict, with_scheme};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{CURL, TrustVar};
 
 /// One NO_PROXY token, pre-parsed for both host types.
 #[derive(Clone, Debug)]
@@ -214,6 +216,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
              Curl_check_noproxy), so an IPv6 CIDR never matches"
                 .to_owned(),
         ),
+    }
+}
+
+/// The dialect `curl`.
+pub(crate) struct Curl;
+
+impl Client for Curl {
+    fn name(&self) -> &'static str {
+        "curl"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "curl 7.88.1 (Debian 12 package 7.88.1-10+deb12u15)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (true, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        CURL
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

@@ -12,13 +12,15 @@
 //!   port (`[::1]`) is read as a name and never matches.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::{Expr, Verdict, with_scheme};
+use super::{Client, Decide, Expr, Verdict, with_scheme};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{SSL_CERT, TrustVar};
 
 #[derive(Clone, Debug)]
 enum Matcher {
@@ -220,6 +222,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
             IpAddr::V6(a) => format!("[{a}]:{p}"),
         }),
         Intent::Cidr(n) => Expr::one(n.to_string()),
+    }
+}
+
+/// The dialect `go`.
+pub(crate) struct Go;
+
+impl Client for Go {
+    fn name(&self) -> &'static str {
+        "go"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "Go 1.19.8 net/http (Debian 12 package golang 2:1.19~1)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (true, true)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        SSL_CERT
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

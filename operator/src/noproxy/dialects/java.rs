@@ -23,11 +23,13 @@
 //!   (`jdk.http.auth.tunneling.disabledSchemes=Basic`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use super::{Expr, Verdict};
+use super::{Client, Decide, Expr, Verdict};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{ALL, TrustVar};
 
 /// The variable the JVM reads its options from, and the one the operator writes.
 pub const TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
@@ -328,6 +330,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         Intent::Cidr(_) => {
             Err("http.nonProxyHosts has host patterns only, no CIDR (DefaultProxySelector)".into())
         }
+    }
+}
+
+/// The dialect `java`.
+pub(crate) struct Java;
+
+impl Client for Java {
+    fn name(&self) -> &'static str {
+        "java"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "OpenJDK 17.0 HttpURLConnection (Debian 12 package openjdk-17-jdk-headless)"
+    }
+    fn reads_variables(&self) -> bool {
+        false
+    }
+    fn separator(&self) -> &'static str {
+        "|"
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (false, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        false
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        ALL
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

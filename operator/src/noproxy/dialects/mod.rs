@@ -1,5 +1,6 @@
-//! One module per real client: how it reads the proxy variables from the environment,
-//! how it matches a destination against NO_PROXY, and how an intent is spelled for it.
+//! One module per dialect, each implementing [`Client`]: for a real client, how it reads the
+//! proxy variables from the environment, how it matches a destination against NO_PROXY, and
+//! how an intent is spelled for it; `portable` spells what every client agrees on.
 
 pub(crate) mod curl;
 pub(crate) mod go;
@@ -7,17 +8,23 @@ pub mod java;
 pub(crate) mod node_axios;
 pub(crate) mod node_proxy_from_env;
 pub(crate) mod node_undici;
+mod portable;
 pub(crate) mod python_httpx;
 pub(crate) mod python_requests;
 pub(crate) mod python_urllib;
 pub(crate) mod ruby;
 pub(crate) mod rust_reqwest;
+#[cfg(test)]
+mod tests;
 pub(crate) mod wget;
+
+use std::sync::Arc;
 
 use super::Dialect;
 use super::entry::Intent;
 use super::env::Env;
 use super::target::Target;
+use crate::trust::dialects::TrustVar;
 
 /// What a client does with one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -122,95 +129,73 @@ impl Expr {
     }
 }
 
+/// Everything that differs between the dialects, implemented once per dialect in its file.
+/// The rest of the engine reaches a dialect through [`client`], the one `match` over
+/// [`Dialect`]. A new dialect: its variant and its entry in `Dialect::ALL`, a file here
+/// implementing [`Client`] and its arm in [`client`] (the compiler and `tests.rs` list what
+/// is missing).
+pub(crate) trait Client: Sync {
+    /// Its name on the command line and in the API: the serde name of its variant.
+    fn name(&self) -> &'static str;
+    /// The exact client version it models (read from that version's source and checked by
+    /// `tests/conformance/`).
+    fn modelled_version(&self) -> &'static str;
+    /// Whether it is one client family reading the proxy variables: `portable` is written
+    /// for these, and the variables of any other dialect (`portable`, `java`) are written as
+    /// `portable`.
+    fn reads_variables(&self) -> bool;
+    /// The separator between the entries of its rendered value.
+    fn separator(&self) -> &'static str;
+    /// Which CIDR families it reads as networks (v4, v6); single IPs are merged into CIDRs
+    /// when rendering for it.
+    fn cidr_support(&self) -> (bool, bool);
+    /// True when its spelling of host `name` also sends the subdomains of `name` direct.
+    fn matches_subdomains_too(&self, name: &str) -> bool;
+    /// The variables that point its clients at the trust files: a row of the measured table
+    /// in `trust/dialects.rs`.
+    fn trust_variables(&self) -> &'static [TrustVar];
+    /// How it spells `intent`, or why it cannot.
+    fn express(&self, intent: &Intent) -> Result<Expr, String>;
+    /// Its client reading `env`; `None` for `portable`, which has no single client.
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>>;
+}
+
+/// A client with its environment read and its NO_PROXY value parsed.
+pub(crate) trait Decide: std::fmt::Debug + Send + Sync {
+    fn decide(&self, t: &Target) -> Verdict;
+}
+
+/// The implementation of `d`: the one place that maps the enum to the dialects' files.
+pub(crate) fn client(d: Dialect) -> &'static dyn Client {
+    match d {
+        Dialect::Portable => &portable::Portable,
+        Dialect::Curl => &curl::Curl,
+        Dialect::Wget => &wget::Wget,
+        Dialect::Go => &go::Go,
+        Dialect::PythonUrllib => &python_urllib::PythonUrllib,
+        Dialect::PythonRequests => &python_requests::PythonRequests,
+        Dialect::PythonHttpx => &python_httpx::PythonHttpx,
+        Dialect::NodeAxios => &node_axios::NodeAxios,
+        Dialect::NodeProxyFromEnv => &node_proxy_from_env::NodeProxyFromEnv,
+        Dialect::NodeUndici => &node_undici::NodeUndici,
+        Dialect::Ruby => &ruby::Ruby,
+        Dialect::RustReqwest => &rust_reqwest::RustReqwest,
+        Dialect::Java => &java::Java,
+    }
+}
+
 /// A client model with its NO_PROXY value parsed once.
 #[derive(Clone, Debug)]
-pub(crate) enum Model {
-    Curl(curl::Model),
-    Wget(wget::Model),
-    Go(go::Model),
-    PythonUrllib(python_urllib::Model),
-    PythonRequests(python_requests::Model),
-    PythonHttpx(python_httpx::Model),
-    NodeAxios(node_axios::Model),
-    NodeProxyFromEnv(node_proxy_from_env::Model),
-    NodeUndici(node_undici::Model),
-    Ruby(ruby::Model),
-    RustReqwest(rust_reqwest::Model),
-    Java(java::Model),
-}
+pub(crate) struct Model(Arc<dyn Decide>);
 
 impl Model {
     /// `None` for `portable`, which has no single client.
     pub fn new(d: Dialect, env: &Env) -> Option<Model> {
-        Some(match d {
-            Dialect::Portable => return None,
-            Dialect::Curl => Model::Curl(curl::Model::new(env)),
-            Dialect::Wget => Model::Wget(wget::Model::new(env)),
-            Dialect::Go => Model::Go(go::Model::new(env)),
-            Dialect::PythonUrllib => Model::PythonUrllib(python_urllib::Model::new(env)),
-            Dialect::PythonRequests => Model::PythonRequests(python_requests::Model::new(env)),
-            Dialect::PythonHttpx => Model::PythonHttpx(python_httpx::Model::new(env)),
-            Dialect::NodeAxios => Model::NodeAxios(node_axios::Model::new(env)),
-            Dialect::NodeProxyFromEnv => {
-                Model::NodeProxyFromEnv(node_proxy_from_env::Model::new(env))
-            }
-            Dialect::NodeUndici => Model::NodeUndici(node_undici::Model::new(env)),
-            Dialect::Ruby => Model::Ruby(ruby::Model::new(env)),
-            Dialect::RustReqwest => Model::RustReqwest(rust_reqwest::Model::new(env)),
-            Dialect::Java => Model::Java(java::Model::new(env)),
-        })
+        client(d).model(env).map(Model)
     }
 
     pub fn decide(&self, t: &Target) -> Verdict {
-        match self {
-            Model::Curl(m) => m.decide(t),
-            Model::Wget(m) => m.decide(t),
-            Model::Go(m) => m.decide(t),
-            Model::PythonUrllib(m) => m.decide(t),
-            Model::PythonRequests(m) => m.decide(t),
-            Model::PythonHttpx(m) => m.decide(t),
-            Model::NodeAxios(m) => m.decide(t),
-            Model::NodeProxyFromEnv(m) => m.decide(t),
-            Model::NodeUndici(m) => m.decide(t),
-            Model::Ruby(m) => m.decide(t),
-            Model::RustReqwest(m) => m.decide(t),
-            Model::Java(m) => m.decide(t),
-        }
-    }
-}
-
-/// How `d` spells `intent`, or why it cannot. `None` for `portable`.
-pub(crate) fn express(d: Dialect, intent: &Intent) -> Option<Result<Expr, String>> {
-    Some(match d {
-        Dialect::Portable => return None,
-        Dialect::Curl => curl::express(intent),
-        Dialect::Wget => wget::express(intent),
-        Dialect::Go => go::express(intent),
-        Dialect::PythonUrllib => python_urllib::express(intent),
-        Dialect::PythonRequests => python_requests::express(intent),
-        Dialect::PythonHttpx => python_httpx::express(intent),
-        Dialect::NodeAxios => node_axios::express(intent),
-        Dialect::NodeProxyFromEnv => node_proxy_from_env::express(intent),
-        Dialect::NodeUndici => node_undici::express(intent),
-        Dialect::Ruby => ruby::express(intent),
-        Dialect::RustReqwest => rust_reqwest::express(intent),
-        Dialect::Java => java::express(intent),
-    })
-}
-
-/// Which CIDR families a dialect reads as networks (v4, v6); used to merge single IPs into
-/// CIDRs when rendering for it.
-pub(crate) fn cidr_support(d: Dialect) -> (bool, bool) {
-    match d {
-        Dialect::Go | Dialect::RustReqwest | Dialect::NodeAxios => (true, true),
-        Dialect::Curl | Dialect::PythonRequests | Dialect::Ruby => (true, false),
-        Dialect::Portable
-        | Dialect::Wget
-        | Dialect::PythonUrllib
-        | Dialect::PythonHttpx
-        | Dialect::NodeProxyFromEnv
-        | Dialect::NodeUndici
-        | Dialect::Java => (false, false),
+        self.0.decide(t)
     }
 }
 

@@ -9,11 +9,14 @@
 //! `[v6]:port`, `host:port`; all loopback names/addresses (`localhost`, `0.0.0.0`, 127/8,
 //! `::`, `::1`) are equal to each other.
 
+use std::sync::Arc;
+
 use super::node_proxy_from_env;
-use super::{Expr, Verdict};
+use super::{Client, Decide, Expr, Verdict};
 use crate::noproxy::entry::Intent;
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{NODE, TrustVar};
 
 #[derive(Clone, Debug)]
 pub(crate) struct Model {
@@ -309,6 +312,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
     match i {
         Intent::Cidr(net) => Expr::one(net.to_string()),
         other => node_proxy_from_env::express(other),
+    }
+}
+
+/// The dialect `node-axios`.
+pub(crate) struct NodeAxios;
+
+impl Client for NodeAxios {
+    fn name(&self) -> &'static str {
+        "node-axios"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "axios 1.21.1 with proxy-from-env 2.1.0 (npm)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (true, true)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        false
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        NODE
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

@@ -14,10 +14,13 @@
 //!   trailing dots are kept (`d` does not match `d.`); `localhost` is not `127.0.0.1`.
 //!   No CIDR (`10.0.0.0/8` is a string no host equals).
 
-use super::{Expr, Verdict};
+use std::sync::Arc;
+
+use super::{Client, Decide, Expr, Verdict};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::{Target, whatwg_ipv6};
+use crate::trust::dialects::{NODE, TrustVar};
 
 #[derive(Clone, Debug)]
 struct Entry {
@@ -165,6 +168,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         Intent::Cidr(_) => {
             Err("proxy-from-env compares host names as text, no CIDR (index.js shouldProxy)".into())
         }
+    }
+}
+
+/// The dialect `node-proxy-from-env`.
+pub(crate) struct NodeProxyFromEnv;
+
+impl Client for NodeProxyFromEnv {
+    fn name(&self) -> &'static str {
+        "node-proxy-from-env"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "proxy-from-env 2.1.0 (npm), without axios"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (false, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        false
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        NODE
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

@@ -15,10 +15,13 @@
 //! - The host is the WHATWG `URL#host` without port, lowercased: IPv6 keeps its brackets
 //!   (`[::1]`, normalized), trailing dots are kept. No CIDR.
 
-use super::{Expr, Verdict};
+use std::sync::Arc;
+
+use super::{Client, Decide, Expr, Verdict};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::{Target, whatwg_ipv6};
+use crate::trust::dialects::{NODE, TrustVar};
 
 #[derive(Clone, Debug)]
 struct Entry {
@@ -156,6 +159,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         Intent::Cidr(_) => Err(
             "undici compares host names as text, no CIDR (EnvHttpProxyAgent #shouldProxy)".into(),
         ),
+    }
+}
+
+/// The dialect `node-undici`.
+pub(crate) struct NodeUndici;
+
+impl Client for NodeUndici {
+    fn name(&self) -> &'static str {
+        "node-undici"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "undici 7.30.2 EnvHttpProxyAgent on node v20.20.2 (npm; 8.14.0 needs node >= 22.19)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (false, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        NODE
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

@@ -14,14 +14,16 @@
 //!   bracketed IPv6 (`[::1]`, `[::1]:443`), IPv6 CIDR, non-numeric port, non-ASCII.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
 use super::python_urllib::getproxies_value;
-use super::{Decision, Expr, Verdict};
+use super::{Client, Decide, Decision, Expr, Verdict};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{SSL_CERT, TrustVar};
 
 type ProxyVar = Option<(&'static str, String)>;
 
@@ -325,6 +327,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         Intent::Cidr(IpNet::V6(_)) => {
             Err("httpx.Client() raises InvalidURL for an IPv6 CIDR entry".into())
         }
+    }
+}
+
+/// The dialect `python-httpx`.
+pub(crate) struct PythonHttpx;
+
+impl Client for PythonHttpx {
+    fn name(&self) -> &'static str {
+        "python-httpx"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "httpx 0.29.0 (PyPI) on CPython 3.11"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (false, false)
+    }
+    fn matches_subdomains_too(&self, name: &str) -> bool {
+        name != "localhost"
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        SSL_CERT
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

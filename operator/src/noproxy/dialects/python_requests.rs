@@ -11,11 +11,14 @@
 //!   with or without `:port` when the URL spells the port. `*` only as the whole value
 //!   (via urllib). No IPv6 CIDR. Trailing dots are not ignored.
 
+use std::sync::Arc;
+
 use super::python_urllib::{bypass, express_urllib, getproxies_value, split_names};
-use super::{Expr, Verdict, with_scheme};
+use super::{Client, Decide, Expr, Verdict, with_scheme};
 use crate::noproxy::entry::Intent;
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{REQUESTS, TrustVar};
 use ipnet::IpNet;
 
 /// `socket.inet_aton` (glibc): 1 to 4 parts, decimal, octal (`0..`) or hex (`0x..`).
@@ -223,6 +226,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
             Err("requests has no IPv6 CIDR support (utils.is_valid_cidr is IPv4 only)".into())
         }
         other => express_urllib(other, "python-requests", false),
+    }
+}
+
+/// The dialect `python-requests`.
+pub(crate) struct PythonRequests;
+
+impl Client for PythonRequests {
+    fn name(&self) -> &'static str {
+        "python-requests"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "requests 2.34.2 (PyPI) on CPython 3.11"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (true, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        REQUESTS
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

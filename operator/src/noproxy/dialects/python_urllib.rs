@@ -10,10 +10,13 @@
 //!   matches only when the URL spells `:8080`; IPv6 hosts keep their brackets (`[::1]`).
 //!   No CIDR. Trailing dots are not ignored.
 
-use super::{Expr, Verdict, with_scheme};
+use std::sync::Arc;
+
+use super::{Client, Decide, Expr, Verdict, with_scheme};
 use crate::noproxy::entry::Intent;
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{SSL_CERT, TrustVar};
 
 /// One `<x>_proxy` value as `getproxies_environment` leaves it: (variable, value).
 pub(crate) fn getproxies_value(env: &Env, key: &str) -> Option<(&'static str, String)> {
@@ -193,6 +196,45 @@ pub(crate) fn express_urllib(i: &Intent, who: &str, bracket_v6: bool) -> Result<
         Intent::Cidr(_) => Err(format!(
             "{who} has no CIDR support in NO_PROXY (urllib.request.proxy_bypass_environment)"
         )),
+    }
+}
+
+/// The dialect `python-urllib`.
+pub(crate) struct PythonUrllib;
+
+impl Client for PythonUrllib {
+    fn name(&self) -> &'static str {
+        "python-urllib"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "CPython 3.11.7 urllib.request"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (false, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        SSL_CERT
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

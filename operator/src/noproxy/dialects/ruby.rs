@@ -18,13 +18,15 @@
 //!   cut at every `:` into pieces (`fd00::1` → `fd00`, `1`) that match as names.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::{Expr, Verdict};
+use super::{Client, Decide, Expr, Verdict};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{SSL_CERT, TrustVar};
 
 #[derive(Clone, Debug)]
 struct Token {
@@ -189,6 +191,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         ),
         // Ruby also applies it to names that resolve into it (see the module notes).
         Intent::Cidr(n @ IpNet::V4(_)) => Expr::one(n.to_string()),
+    }
+}
+
+/// The dialect `ruby`.
+pub(crate) struct Ruby;
+
+impl Client for Ruby {
+    fn name(&self) -> &'static str {
+        "ruby"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "Ruby 3.1.2 net/http + uri (Debian 12 package ruby 1:3.1)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (true, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        SSL_CERT
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

@@ -10,13 +10,15 @@
 //!   Case-insensitive. Entries with a port never match; trailing dots are not ignored.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::{Expr, PORT_NAME_ONLY, Verdict, with_scheme};
+use super::{Client, Decide, Expr, PORT_NAME_ONLY, Verdict, with_scheme};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{SSL_CERT, TrustVar};
 
 #[derive(Clone, Debug)]
 pub(crate) struct Model {
@@ -148,6 +150,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         },
         Intent::Ip { addr, .. } => Expr::one(addr.to_string()),
         Intent::Cidr(n) => Expr::one(n.to_string()),
+    }
+}
+
+/// The dialect `rust-reqwest`.
+pub(crate) struct RustReqwest;
+
+impl Client for RustReqwest {
+    fn name(&self) -> &'static str {
+        "rust-reqwest"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "reqwest 0.13.5 with hyper-util 0.1.21 (crates.io)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (true, true)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        SSL_CERT
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 

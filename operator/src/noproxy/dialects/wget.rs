@@ -8,10 +8,13 @@
 //! - Suffix match, case-insensitive: `d` matches `d` and `*.d`; `.d` only subdomains. No
 //!   wildcard, no ports, no CIDR; IPs are compared as text. Trailing dots are not ignored.
 
-use super::{Expr, PORT_NAME_ONLY, Verdict, with_scheme};
+use std::sync::Arc;
+
+use super::{Client, Decide, Expr, PORT_NAME_ONLY, Verdict, with_scheme};
 use crate::noproxy::entry::{Intent, NameScope};
 use crate::noproxy::env::Env;
 use crate::noproxy::target::Target;
+use crate::trust::dialects::{TrustVar, WGET};
 
 #[derive(Clone, Debug)]
 pub(crate) struct Model {
@@ -106,6 +109,45 @@ pub(crate) fn express(i: &Intent) -> Result<Expr, String> {
         Intent::Cidr(_) => {
             Err("wget matches NO_PROXY as name suffixes only, no CIDR (src/host.c sufmatch)".into())
         }
+    }
+}
+
+/// The dialect `wget`.
+pub(crate) struct Wget;
+
+impl Client for Wget {
+    fn name(&self) -> &'static str {
+        "wget"
+    }
+    fn modelled_version(&self) -> &'static str {
+        "GNU Wget 1.21.3 (Debian 12 package 1.21.3-1+deb12u1)"
+    }
+    fn reads_variables(&self) -> bool {
+        true
+    }
+    fn separator(&self) -> &'static str {
+        ","
+    }
+    fn cidr_support(&self) -> (bool, bool) {
+        (false, false)
+    }
+    fn matches_subdomains_too(&self, _name: &str) -> bool {
+        true
+    }
+    fn trust_variables(&self) -> &'static [TrustVar] {
+        WGET
+    }
+    fn express(&self, intent: &Intent) -> Result<Expr, String> {
+        express(intent)
+    }
+    fn model(&self, env: &Env) -> Option<Arc<dyn Decide>> {
+        Some(Arc::new(Model::new(env)))
+    }
+}
+
+impl Decide for Model {
+    fn decide(&self, t: &Target) -> Verdict {
+        Model::decide(self, t)
     }
 }
 
