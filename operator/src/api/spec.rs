@@ -8,6 +8,23 @@ use serde::{Deserialize, Serialize};
 use super::status::EgressProxyPolicyStatus;
 use crate::noproxy::{Dialect, Widen};
 
+/// `roots: Replace` needs a dialect whose clients can drop their own roots
+/// ([`crate::trust::replaceable`]): the CRD's rule and its message name them.
+fn replace_rule() -> kube::core::Rule {
+    let names = crate::trust::replaceable_names();
+    let quoted: Vec<String> = crate::trust::replaceable()
+        .map(|d| format!("'{}'", d.name()))
+        .collect();
+    kube::core::Rule::new(format!(
+        "!has(self.trust) || self.trust.roots != 'Replace' || (has(self.noProxy) && has(self.noProxy.dialect) && self.noProxy.dialect in [{}])",
+        quoted.join(", ")
+    ))
+    .message(kube::core::Message::Message(format!(
+        "trust roots Replace needs a dialect whose clients can drop their own roots ({names}): node's NODE_EXTRA_CA_CERTS and curl's CURL_CA_BUNDLE only add"
+    )))
+    .field_path(".trust.roots")
+}
+
 /// Proxy settings for the workloads of one namespace: which workloads get them, where the
 /// proxy credentials come from, and what must bypass the proxy (NO_PROXY).
 // Each `printcolumn(...)` repeats the keys `name`/`type_`, which clippy mistakes for duplicates.
@@ -74,7 +91,7 @@ use crate::noproxy::{Dialect, Widen};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("!has(self.trust) || self.trust.roots != 'Replace' || (has(self.noProxy) && has(self.noProxy.dialect) && self.noProxy.dialect in ['wget', 'go', 'python-urllib', 'python-requests', 'python-httpx', 'ruby', 'rust-reqwest'])").message("trust roots Replace needs a dialect whose clients can drop their own roots (wget, go, python-urllib, python-requests, python-httpx, ruby, rust-reqwest): node's NODE_EXTRA_CA_CERTS and curl's CURL_CA_BUNDLE only add").field_path(".trust.roots"),
+    validation = replace_rule(),
 )]
 pub struct EgressProxyPolicySpec {
     /// Labels of the workloads (in this namespace) that receive the proxy settings. Required;

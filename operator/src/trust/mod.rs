@@ -24,6 +24,22 @@ pub fn variables(dialect: Dialect) -> &'static [TrustVar] {
     crate::noproxy::dialects::client(dialect).trust_variables()
 }
 
+/// The dialects whose clients can drop their own roots (`roots: Replace`): none of their
+/// trust variables only adds.
+pub fn replaceable() -> impl Iterator<Item = Dialect> {
+    Dialect::ALL
+        .into_iter()
+        .filter(|d| variables(*d).iter().all(|v| v.effect != Effect::AlwaysAdds))
+}
+
+/// Their names, comma-separated, in [`Dialect::ALL`] order: for the messages.
+pub fn replaceable_names() -> String {
+    replaceable()
+        .map(Dialect::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Where the trust files are mounted in each selected container.
 pub const TRUST_DIR: &str = "/etc/egress-proxy/trust";
 /// The name of the pod volume that mounts them.
@@ -100,9 +116,9 @@ pub enum TrustError {
     #[error(
         "roots: Replace is not possible with dialect {}: its clients read {variable}, which \
          only adds to their own roots and cannot remove them; use roots: Keep, or a dialect \
-         whose clients can drop their roots (go, python-urllib, python-requests, \
-         python-httpx, ruby, rust-reqwest, wget)",
-        dialect.name()
+         whose clients can drop their roots ({})",
+        dialect.name(),
+        replaceable_names()
     )]
     ReplaceUnsupported {
         dialect: Dialect,

@@ -437,8 +437,8 @@ fn replace_is_refused_for_dialects_whose_clients_only_add() {
         err.to_string(),
         "roots: Replace is not possible with dialect node-undici: its clients read \
          NODE_EXTRA_CA_CERTS, which only adds to their own roots and cannot remove them; use \
-         roots: Keep, or a dialect whose clients can drop their roots (go, python-urllib, \
-         python-requests, python-httpx, ruby, rust-reqwest, wget)"
+         roots: Keep, or a dialect whose clients can drop their roots (wget, go, python-urllib, \
+         python-requests, python-httpx, ruby, rust-reqwest)"
     );
     let wget = build(Dialect::Wget, &a, Roots::Replace, &roots, TRUST_DIR).unwrap();
     assert_eq!(
