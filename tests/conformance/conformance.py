@@ -920,6 +920,14 @@ def run_inner(args) -> int:
             print(f"the engine does not answer: {args.engine}: {pre.get('_error')}", file=sys.stderr)
             print("0 passed, 1 failed")
             return 2
+        # Every dialect the engine models must be checked here: one missing from CLIENTS
+        # would otherwise pass unchecked. `portable` is every client at once.
+        unchecked = sorted(set(pre) - set(CLIENTS) - {"portable"})
+        if unchecked:
+            print(f"the engine models dialects this run does not check: {', '.join(unchecked)} "
+                  "(add them to CLIENTS, with a runner and a probe)", file=sys.stderr)
+            print("0 passed, 1 failed")
+            return 2
     observations: list[dict] = []
     harness_errors: list[str] = []
 
