@@ -1,13 +1,15 @@
-//! The form the workload caches hold: the lean object ([`super::lean`]) stored compactly.
+//! The form the workload watches deliver and the caches hold: the lean object
+//! ([`super::lean`]) stored compactly.
 //!
 //! k8s-openapi's structs are large even when empty (a `Container` is about 2 KiB, a
 //! `Deployment` 2.4 KiB), and every map is a B-tree node of about 0.5 KiB, so a lean
-//! Deployment with three containers still costs about 11 KiB as a struct. A cached workload
-//! keeps the metadata the store and the writes read (name, namespace, resourceVersion) as a
-//! struct, the operator's managedFields entries as JSON, and the rest of the lean object as
-//! compact JSON (a few hundred bytes); [`Cached::object`] gives the lean object back when the
-//! plan reads it. Each object is made lean as it is deserialized, so a list never holds a
-//! page of whole objects.
+//! Deployment with three containers still costs about 11 KiB as a struct. The watch
+//! deserializes each object into a [`Cached`]: the metadata the watch reads (name,
+//! namespace, resourceVersion) as a struct, the operator's managedFields entries as JSON,
+//! and the rest of the lean object as compact JSON (a few hundred bytes). The cache keeps an
+//! [`Entry`] (`workload_store.rs`), which gives the lean object back when the plan reads it.
+//! Each object is made lean as it is deserialized, so a list never holds a page of whole
+//! objects.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -17,8 +19,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::objects::{Workload, WorkloadView};
-use crate::api::WorkloadKind;
+use super::objects::Workload;
 
 /// A workload kind the caches can hold compactly.
 pub trait Compact: Workload + Serialize + DeserializeOwned {}
@@ -58,19 +59,54 @@ impl<K: Compact> Cached<K> {
         }
     }
 
-    /// The lean object.
+    /// The lean object, as its cache entry gives it back.
+    #[cfg(test)]
     pub fn object(&self) -> Option<K> {
+        let (namespace, name, entry) = self.entry()?;
+        entry.object(namespace, name)
+    }
+
+    /// What a workload cache keeps of it (copied: the watch event keeps its own), under its
+    /// namespace and name.
+    pub fn entry(&self) -> Option<(&str, &str, Entry)> {
+        let m = &self.metadata;
+        let entry = Entry {
+            resource_version: m.resource_version.as_deref().map(Box::from),
+            managed: self.managed.clone(),
+            rest: self.rest.clone(),
+        };
+        Some((m.namespace.as_deref()?, m.name.as_deref()?, entry))
+    }
+}
+
+/// What a workload cache keeps of one workload, filed under its namespace and name: its
+/// resourceVersion, the operator's managedFields entries and the rest of the lean object, as
+/// JSON. Four words and three strings, where the watch's [`Cached`] also holds a whole
+/// `ObjectMeta`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    resource_version: Option<Box<str>>,
+    managed: Option<Box<str>>,
+    rest: Box<str>,
+}
+
+impl Entry {
+    /// The lean object of workload `name` in `namespace`.
+    pub fn object<K: Compact>(&self, namespace: &str, name: &str) -> Option<K> {
         let mut o: K = serde_json::from_str(&self.rest).ok()?;
         let m = o.meta_mut();
-        m.name.clone_from(&self.metadata.name);
-        m.namespace.clone_from(&self.metadata.namespace);
-        m.resource_version
-            .clone_from(&self.metadata.resource_version);
+        m.name = Some(name.to_owned());
+        m.namespace = Some(namespace.to_owned());
+        m.resource_version = self.resource_version.as_deref().map(str::to_owned);
         m.managed_fields = self
             .managed
             .as_deref()
             .map(|m| serde_json::from_str(m).unwrap_or_default());
         Some(o)
+    }
+
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
     }
 }
 
@@ -116,17 +152,6 @@ impl<K: Resource<DynamicType = ()>> Resource for Cached<K> {
     }
 }
 
-impl<K: Compact> Workload for Cached<K> {
-    const KIND: WorkloadKind = K::KIND;
-
-    fn view(&self) -> Option<WorkloadView> {
-        self.object()?.view()
-    }
-
-    /// Lean already.
-    fn lean(&mut self) {}
-}
-
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
@@ -141,7 +166,11 @@ mod tests {
         let mut lean = full.clone();
         lean.lean();
         assert_eq!(cached.object().as_ref(), Some(&lean), "{kind}");
-        assert_eq!(cached.view(), lean.view(), "{kind}");
+        assert_eq!(
+            cached.object().and_then(|o| o.view()),
+            lean.view(),
+            "{kind}"
+        );
         let m = cached.meta();
         assert_eq!(m.name, lean.meta().name);
         assert_eq!(m.namespace, lean.meta().namespace);
@@ -170,7 +199,7 @@ mod tests {
         let cached = Cached::new(d);
         assert_eq!(cached.meta().managed_fields, None);
         assert_eq!(cached.object().as_ref(), Some(&lean));
-        let view = cached.view().expect("view");
+        let view = cached.object().and_then(|o| o.view()).expect("view");
         assert_eq!(Some(&view), lean.view().as_ref());
         assert_eq!(view.owned.expect("owned").entries.len(), 2);
     }

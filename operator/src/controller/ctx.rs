@@ -3,7 +3,6 @@
 //! caches. The watch toolkit they are built with is in `watches.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::channel::mpsc;
@@ -15,19 +14,20 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 
 use super::Settings;
 use super::cached::Cached;
-use super::objects::{self, Workload, strip};
+use super::objects::{self, strip};
 use super::platform::{self, PlatformCaches};
 use super::recent::Recent;
 use super::tenancy::Tenancy;
 use super::watches::{
-    Relist, Trigger, by_name, cache, config, ping, policies_in, seen, touched, wake,
+    Relist, Trigger, by_name, cache, config, drive, log_error, ping, policies_in, seen, touched,
+    wake,
 };
 use super::workload_caches::{WorkloadCache, WorkloadCaches};
+use super::workload_store::{self, WorkloadStore};
 use crate::api::EgressProxyPolicy;
 use crate::discovery::{ClusterInputs, PlatformSource};
 use crate::metrics::Metrics;
@@ -148,34 +148,32 @@ pub(super) struct Wiring<'a> {
 
 impl Wiring<'_> {
     /// A workload cache; a change wakes the policies of its namespace.
-    fn workloads<K>(&mut self) -> Store<K>
-    where
-        K: Workload
-            + Resource<Scope = NamespaceResourceScope>
-            + DeserializeOwned
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-    {
+    fn workloads<K: Kind>(&mut self) -> WorkloadStore<K> {
         let (p, t, recent) = (
             self.policies.clone(),
             self.trigger.clone(),
             self.recent.clone(),
         );
-        let events = watcher(scoped::<K>(self.client, self.scope), workload_config());
+        let events = watcher(
+            scoped::<Cached<K>>(self.client, self.scope),
+            workload_config(),
+        );
+        let (store, mut writer) = workload_store::store::<K>();
         let mut relist = Relist::default();
-        cache(self.tasks, self.metrics, events, K::lean, move |e| {
+        let apply = move |e: &watcher::Event<Cached<K>>| {
+            writer.apply(e);
             if let Some(since) = relist.done(e) {
-                recent.relisted_workloads(K::KIND, since);
+                recent.relisted_workloads(K::VARIANT, since);
             }
             if let Some((o, deleted)) = touched(e) {
-                if let Some(id) = objects::id_of(o, K::KIND) {
+                if let Some(id) = objects::id_of(o, K::VARIANT) {
                     recent.saw_workload(&id, seen(o, deleted));
                 }
                 wake(&t, policies_in(&p, &o.namespace().unwrap_or_default()));
             }
-        })
+        };
+        drive((self.tasks, self.metrics), events, apply, log_error);
+        store
     }
 
     /// One cache per workload kind.
@@ -184,7 +182,7 @@ impl Wiring<'_> {
         impl Visit for Start<'_, '_> {
             type Out = Box<dyn WorkloadCache>;
             fn visit<K: Kind>(self) -> Box<dyn WorkloadCache> {
-                Box::new(self.0.workloads::<Cached<K>>())
+                Box::new(self.0.workloads::<K>())
             }
         }
         let mut caches = BTreeMap::new();

@@ -18,6 +18,7 @@ mod reconcile;
 mod tenancy;
 mod watches;
 mod workload_caches;
+mod workload_store;
 
 use std::sync::Arc;
 use std::time::Duration;

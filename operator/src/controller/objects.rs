@@ -107,7 +107,6 @@ fn keyed_name(key: &str) -> Option<String> {
 
 /// A workload kind ([`Kind`]) or its cached form: what the reconciler reads of it.
 pub trait Workload: Resource<DynamicType = ()> + Clone {
-    const KIND: WorkloadKind;
     fn view(&self) -> Option<WorkloadView>;
     /// Drops what [`Workload::view`] does not read (see [`super::lean`]): for the caches.
     fn lean(&mut self);
@@ -122,7 +121,6 @@ pub(crate) fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId
 }
 
 impl<K: Kind> Workload for K {
-    const KIND: WorkloadKind = K::VARIANT;
 
     fn lean(&mut self) {
         super::lean::workload(self);

@@ -50,11 +50,13 @@ pub(super) fn cache<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let on_error = |kind: &str, e: &watcher::Error| {
-        let error = errors::describe_watch(e);
-        tracing::warn!(kind = %kind, %error, "watch failed; retrying");
-    };
-    cache_with((tasks, metrics), events, modify, on_event, on_error).0
+    cache_with((tasks, metrics), events, modify, on_event, log_error).0
+}
+
+/// Logs a watch error; the watch retries.
+pub(super) fn log_error(kind: &str, e: &watcher::Error) {
+    let error = errors::describe_watch(e);
+    tracing::warn!(kind = %kind, %error, "watch failed; retrying");
 }
 
 /// [`cache`] with a handler for watch errors (before the retry); also returns the task's
@@ -64,24 +66,43 @@ pub(super) fn cache_with<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     modify: fn(&mut K),
     mut on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
-    mut on_error: impl FnMut(&str, &watcher::Error) + Send + 'static,
+    on_error: impl FnMut(&str, &watcher::Error) + Send + 'static,
 ) -> (Store<K>, AbortHandle)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
+    let (store, mut writer) = reflector::store::<K>();
+    let apply = move |e: &watcher::Event<K>| {
+        writer.apply_watcher_event(e);
+        on_event(e)
+    };
+    let handle = drive((tasks, metrics), events.modify(modify), apply, on_error);
+    (store, handle)
+}
+
+/// Drives one watch in `tasks` with the default backoff: `apply` sees every event (then the
+/// metrics count it); `on_error` every error, before the retry, each counted as a restart.
+pub(super) fn drive<K>(
+    (tasks, metrics): (&mut JoinSet<()>, &Arc<Metrics>),
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    mut apply: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    mut on_error: impl FnMut(&str, &watcher::Error) + Send + 'static,
+) -> AbortHandle
+where
+    K: Resource<DynamicType = ()> + Send + 'static,
+{
     let kind = K::kind(&()).to_string();
-    let stream = events.modify(modify).default_backoff().reflect(writer);
+    let stream = events.default_backoff();
     let metrics = metrics.clone();
-    let handle = tasks.spawn(async move {
+    tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(e) => {
+                    apply(&e);
                     if let Some((o, deleted)) = touched(&e) {
                         metrics.applied(o, deleted);
                     }
-                    on_event(&e)
                 }
                 Err(e) => {
                     metrics.watch_restarted(&kind);
@@ -89,8 +110,7 @@ where
                 }
             }
         }
-    });
-    (store, handle)
+    })
 }
 
 /// The objects an event touches, with whether they were deleted.

@@ -5,14 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::cached::Cached;
-use super::objects::{Workload, WorkloadView};
+use super::objects::WorkloadView;
 use crate::api::WorkloadKind;
 use crate::workloads::WorkloadId;
-use crate::workloads::kinds::{self, Kind};
+use crate::workloads::kinds;
 
 /// The cache of one kind.
 pub(crate) trait WorkloadCache: Send + Sync {
@@ -22,27 +19,6 @@ pub(crate) trait WorkloadCache: Send + Sync {
     fn version(&self, namespace: &str, name: &str) -> Option<String>;
     /// Done when the cache holds its first full list.
     fn ready(&self) -> BoxFuture<'_, ()>;
-}
-
-impl<K: Kind> WorkloadCache for Store<Cached<K>> {
-    fn views(&self, namespace: &str) -> Vec<WorkloadView> {
-        self.state()
-            .iter()
-            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-            .filter_map(|o| o.view())
-            .collect()
-    }
-
-    fn version(&self, namespace: &str, name: &str) -> Option<String> {
-        let r = ObjectRef::new(name).within(namespace);
-        self.get(&r)?.meta().resource_version.clone()
-    }
-
-    fn ready(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let _ = self.wait_until_ready().await;
-        })
-    }
 }
 
 /// Every kind's cache.
