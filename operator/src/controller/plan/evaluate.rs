@@ -2,6 +2,9 @@
 //! what a process can start with (the credentials come from the slot stage). The first
 //! problem found blocks the policy, in that order.
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
 use super::Blocker;
 use crate::api::reasons::reason;
 use crate::api::{DiscoveredFacts, EgressProxyPolicy, Fact};
@@ -9,7 +12,7 @@ use crate::credentials::ProxyUrls;
 use crate::discovery::{self, ClusterInputs};
 use crate::noproxy::dialects::java;
 use crate::noproxy::{
-    Dialect, Intent, IntentSet, MAX_ARG_STRLEN, Rendered, env_string_len, render_with,
+    Dialect, Intent, IntentSet, MAX_ARG_STRLEN, Rendered, Widen, env_string_len, render_with,
 };
 
 /// What the six variables together may take, in bytes: a quarter of the 1 MiB that
@@ -59,8 +62,8 @@ pub(super) fn rendered(
         let dialect = policy.spec.no_proxy.dialect;
         let widen = policy.spec.no_proxy.widen;
         let set = IntentSet::new(intents);
-        let java = (dialect == Dialect::Java).then(|| render_with(Dialect::Java, &set, widen));
-        let r = render_with(dialect.for_variables(), &set, widen);
+        let java = (dialect == Dialect::Java).then(|| remembered(Dialect::Java, &set, widen));
+        let r = remembered(dialect.for_variables(), &set, widen);
         everything_direct(policy, &r)?;
         let size = env_string_len("NO_PROXY", &r.value);
         if size > MAX_ARG_STRLEN {
@@ -78,6 +81,36 @@ pub(super) fn rendered(
         Ok(Rendering { no_proxy: r, java })
     });
     (facts, rendered)
+}
+
+/// How many renders [`remembered`] keeps.
+const RENDERS_KEPT: usize = 16;
+
+/// The last renders, newest first. Every reconcile renders its policy's set (twice: for
+/// `needs_credentials`, then for the plan), and the policies of one cluster mostly share
+/// one set: at 500 policies, rendering was the largest part of the operator's work.
+static RENDERS: Mutex<VecDeque<(Dialect, Widen, IntentSet, Rendered)>> =
+    Mutex::new(VecDeque::new());
+
+/// [`render_with`], remembered: rendering is a pure function of its inputs, so a
+/// remembered render is the same bytes.
+fn remembered(dialect: Dialect, set: &IntentSet, widen: Widen) -> Rendered {
+    let same = |(d, w, s, _): &&(Dialect, Widen, IntentSet, Rendered)| {
+        *d == dialect && *w == widen && s == set
+    };
+    let hit = RENDERS
+        .lock()
+        .ok()
+        .and_then(|kept| kept.iter().find(same).map(|e| e.3.clone()));
+    if let Some(r) = hit {
+        return r;
+    }
+    let r = render_with(dialect, set, widen);
+    if let Ok(mut kept) = RENDERS.lock() {
+        kept.truncate(RENDERS_KEPT - 1);
+        kept.push_front((dialect, widen, set.clone(), r.clone()));
+    }
+    r
 }
 
 /// The six variables together, as `NAME=value` strings, must fit [`ENV_BUDGET`].
@@ -166,4 +199,28 @@ fn intents(
     let intents = discovery::policy_intents(&facts, &policy.spec.no_proxy)
         .map_err(|e| blocker(e.reason, e.message));
     (facts, intents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A remembered render is the render of exactly its inputs, whichever was asked before.
+    #[test]
+    fn a_remembered_render_is_the_render() {
+        let set = |s: &str| IntentSet::new(s.split(',').map(|e| e.parse().expect("intent")));
+        let sets = [
+            set("10.0.0.0/8,.corp.example"),
+            set("10.0.0.1,corp.example"),
+        ];
+        for _ in 0..2 {
+            for d in [Dialect::Go, Dialect::Curl, Dialect::Portable] {
+                for s in &sets {
+                    for w in [Widen::Deny, Widen::Allow] {
+                        assert_eq!(remembered(d, s, w), render_with(d, s, w), "{d} {s}");
+                    }
+                }
+            }
+        }
+    }
 }
