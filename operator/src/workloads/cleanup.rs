@@ -1,6 +1,7 @@
 //! Undoing an injection, and where replaced own entries are remembered.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
@@ -147,6 +148,12 @@ pub fn originals_of(
     data: &BTreeMap<String, ByteString>,
 ) -> Vec<(String, Original)> {
     let mut out = Vec::new();
+    // Most managed Secrets hold no originals: then no key need be computed.
+    let from = (Bound::Included(ORIGINAL_PREFIX), Bound::Unbounded);
+    let any = data.range::<str, _>(from).next();
+    if !any.is_some_and(|(k, _)| k.starts_with(ORIGINAL_PREFIX)) {
+        return out;
+    }
     for (_, c) in containers(template) {
         for var in OWNED_VARS.into_iter().filter(|v| by_reference(v)) {
             let key = original_key(id, &c.name, var);
