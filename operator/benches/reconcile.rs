@@ -408,7 +408,7 @@ async fn injected_rss(
     let done = wait_patches(sim, 0, selected, Duration::from_secs(600)).await;
     tokio::time::sleep(SETTLE).await;
     let rss = Rss::of(pid);
-    let _ = child.kill().await;
+    stop(&mut child, pid).await;
     let _ = std::fs::remove_dir_all(&dir);
     done.map(|_| (rss, t.elapsed()))
 }
@@ -461,6 +461,8 @@ fn spawn_operator(
     if !wrap.is_empty() {
         cmd.arg(bin);
     }
+    // Its own process group: a profiler's wrapper and the operator under it stop together.
+    cmd.process_group(0);
     let child = cmd
         .args(["run", "--kubeconfig"])
         .arg(&kc)
@@ -470,6 +472,25 @@ fn spawn_operator(
         .expect("start operator");
     let pid = child.id().expect("pid");
     (child, pid, dir)
+}
+
+/// Stops the operator started by [`spawn_operator`] and whatever wraps it: SIGTERM to its
+/// process group (a profiler writes its data as the operator exits), SIGKILL after 60 s.
+async fn stop(child: &mut tokio::process::Child, pid: u32) {
+    // SAFETY: killpg only sends a signal to the group this bench started.
+    unsafe {
+        libc::killpg(pid as libc::pid_t, libc::SIGTERM);
+    }
+    if tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .is_err()
+    {
+        // SAFETY: as above.
+        unsafe {
+            libc::killpg(pid as libc::pid_t, libc::SIGKILL);
+        }
+        let _ = child.wait().await;
+    }
 }
 
 /// A process's memory from `/proc/PID/status`, in MiB.
@@ -528,7 +549,7 @@ async fn memory() {
     );
     tokio::time::sleep(SETTLE).await;
     println!("operator {}", Rss::of(pid));
-    let _ = child.kill().await;
+    stop(&mut child, pid).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -755,7 +776,7 @@ async fn large(summary: &mut Summary) {
         summary.add("propagation_ratio_50k", format!("{ratio:.2}"));
     }
     println!("operator after the change: {}", Rss::of(pid));
-    let _ = child.kill().await;
+    stop(&mut child, pid).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
