@@ -105,13 +105,14 @@ impl<K: Compact> WorkloadStore<K> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The lean objects of `namespace`, by name.
+    /// The lean objects of `namespace`, by name. The entries are copied out, so the watch
+    /// does not wait while they are inflated and parsed.
     pub(crate) fn objects(&self, namespace: &str) -> Vec<K> {
-        let all = self.read();
-        let Some(names) = all.get(namespace) else {
-            return Vec::new();
+        let entries: Vec<(Box<str>, Entry)> = match self.read().get(namespace) {
+            Some(names) => names.iter().map(|(n, e)| (n.clone(), e.clone())).collect(),
+            None => return Vec::new(),
         };
-        names
+        entries
             .iter()
             .filter_map(|(name, e)| e.object::<K>(namespace, name))
             .collect()
