@@ -59,47 +59,96 @@ impl<K: Compact> Cached<K> {
     /// The lean object, as its cache entry gives it back.
     #[cfg(test)]
     pub fn object(&self) -> Option<K> {
-        let (namespace, name, entry) = self.entry()?;
-        entry.object(namespace, name)
+        let (namespace, entry) = self.entry()?;
+        entry.object(namespace)
     }
 
-    /// What a workload cache keeps of it (copied: the watch event keeps its own), under its
-    /// namespace and name.
-    pub fn entry(&self) -> Option<(&str, &str, Entry)> {
+    /// What a workload cache keeps of it (copied: the watch event keeps its own), and its
+    /// namespace.
+    pub fn entry(&self) -> Option<(&str, Entry)> {
         let m = &self.metadata;
-        let entry = Entry {
-            resource_version: m.resource_version.as_deref().map(Box::from),
-            packed: self.packed.clone(),
-        };
-        Some((m.namespace.as_deref()?, m.name.as_deref()?, entry))
+        let rv = m.resource_version.as_deref().unwrap_or_default();
+        let entry = Entry::new(m.name.as_deref()?, rv, &self.packed);
+        Some((m.namespace.as_deref()?, entry))
     }
 }
 
-/// What a workload cache keeps of one workload, filed under its namespace and name: its
-/// resourceVersion, and the operator's managedFields entries with the rest of the lean
-/// object, as deflated JSON. Two allocations (the watch's [`Cached`] also holds a whole
-/// `ObjectMeta`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    resource_version: Option<Box<str>>,
-    packed: Box<[u8]>,
-}
+/// What a workload cache keeps of one workload, in one allocation: its name and its
+/// resourceVersion (each after its length in two bytes), then the operator's managedFields
+/// entries with the rest of the lean object as deflated JSON ([`pack`]). Ordered, compared
+/// and looked up by name (`Borrow<str>`): a namespace's entries are a set.
+#[derive(Clone, Debug)]
+pub struct Entry(Box<[u8]>);
 
 impl Entry {
-    /// The lean object of workload `name` in `namespace`.
-    pub fn object<K: Compact>(&self, namespace: &str, name: &str) -> Option<K> {
-        let (managed, rest) = unpack(&self.packed)?;
-        let mut o: K = serde_json::from_str(&rest).ok()?;
-        let m = o.meta_mut();
-        m.name = Some(name.to_owned());
-        m.namespace = Some(namespace.to_owned());
-        m.resource_version = self.resource_version.as_deref().map(str::to_owned);
-        m.managed_fields = managed.map(|m| serde_json::from_str(&m).unwrap_or_default());
-        Some(o)
+    fn new(name: &str, resource_version: &str, packed: &[u8]) -> Entry {
+        let mut b = Vec::with_capacity(4 + name.len() + resource_version.len() + packed.len());
+        for s in [name, resource_version] {
+            // Names are at most 253 bytes; resourceVersions are short. Longer would be cut.
+            let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
+            b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+            b.extend_from_slice(s);
+        }
+        b.extend_from_slice(packed);
+        Entry(b.into_boxed_slice())
+    }
+
+    /// The string at `at` and where the next part starts.
+    fn part(&self, at: usize) -> (&str, usize) {
+        let len = match self.0.get(at..at + 2) {
+            Some(&[a, b]) => u16::from_le_bytes([a, b]) as usize,
+            _ => 0,
+        };
+        let bytes = self.0.get(at + 2..at + 2 + len).unwrap_or_default();
+        (std::str::from_utf8(bytes).unwrap_or_default(), at + 2 + len)
+    }
+
+    pub fn name(&self) -> &str {
+        self.part(0).0
     }
 
     pub fn resource_version(&self) -> Option<&str> {
-        self.resource_version.as_deref()
+        let (rv, _) = self.part(self.part(0).1);
+        (!rv.is_empty()).then_some(rv)
+    }
+
+    /// The lean object of this workload in `namespace`.
+    pub fn object<K: Compact>(&self, namespace: &str) -> Option<K> {
+        let (_, at) = self.part(self.part(0).1);
+        let (managed, rest) = unpack(self.0.get(at..)?)?;
+        let mut o: K = serde_json::from_str(&rest).ok()?;
+        let m = o.meta_mut();
+        m.name = Some(self.name().to_owned());
+        m.namespace = Some(namespace.to_owned());
+        m.resource_version = self.resource_version().map(str::to_owned);
+        m.managed_fields = managed.map(|m| serde_json::from_str(&m).unwrap_or_default());
+        Some(o)
+    }
+}
+
+impl std::borrow::Borrow<str> for Entry {
+    fn borrow(&self) -> &str {
+        self.name()
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Entry) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
     }
 }
 
@@ -196,6 +245,21 @@ mod tests {
             "{kind}: {}",
             cached.packed.len()
         );
+    }
+
+    /// An entry reads back its name and resourceVersion, and sorts and is found by name.
+    #[test]
+    fn an_entry_is_its_name_and_version() {
+        let a = Entry::new("a", "41", b"x");
+        let b = Entry::new("b", "", b"");
+        assert_eq!((a.name(), a.resource_version()), ("a", Some("41")));
+        assert_eq!((b.name(), b.resource_version()), ("b", None));
+        let set = std::collections::BTreeSet::from([b.clone(), a.clone()]);
+        assert_eq!(set.iter().map(Entry::name).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(set.get("b").map(Entry::name), Some("b"));
+        assert_eq!(Entry::new("a", "42", b"y"), a, "the same workload");
+        let long = "n".repeat(253);
+        assert_eq!(Entry::new(&long, "7", b"").name(), long);
     }
 
     /// The cache gives back exactly the lean object, so the plan decides the same.

@@ -4,14 +4,15 @@
 //! Hand-written rather than kube-runtime's reflector `Store`: that keys every object by an
 //! `ObjectRef` (its name, namespace, resourceVersion and uid copied again) and keeps a whole
 //! `ObjectMeta` beside it, about 0.6 KiB per workload before the lean object, and reading
-//! one namespace walks every workload of the cluster. Here a workload costs its entry and
-//! its name, and a reconcile reads its namespace only.
+//! one namespace walks every workload of the cluster. Here a workload costs its entry (one
+//! allocation) and its slot in its namespace's set, and a reconcile reads its namespace only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use futures::future::BoxFuture;
+use kube::Resource;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
@@ -19,8 +20,8 @@ use super::cached::{Cached, Compact, Entry};
 use super::objects::{Workload, WorkloadView};
 use super::workload_caches::WorkloadCache;
 
-/// The entries of each namespace, by name.
-type Namespaces = BTreeMap<Box<str>, BTreeMap<Box<str>, Entry>>;
+/// The entries of each namespace (a set ordered by name).
+type Namespaces = BTreeMap<Box<str>, BTreeSet<Entry>>;
 
 /// The read side, shared by every reconcile.
 pub(crate) struct WorkloadStore<K> {
@@ -57,12 +58,12 @@ pub(crate) fn store<K>() -> (WorkloadStore<K>, StoreWriter<K>) {
 }
 
 fn insert(into: &mut Namespaces, o: &Cached<impl Compact>) {
-    if let Some((namespace, name, entry)) = o.entry() {
+    if let Some((namespace, entry)) = o.entry() {
         let names = match into.get_mut(namespace) {
             Some(names) => names,
             None => into.entry(namespace.into()).or_default(),
         };
-        names.insert(name.into(), entry);
+        names.replace(entry);
     }
 }
 
@@ -73,11 +74,12 @@ impl<K: Compact> StoreWriter<K> {
         match e {
             watcher::Event::Apply(o) => insert(&mut self.write(), o),
             watcher::Event::Delete(o) => {
-                if let Some((namespace, name, _)) = o.entry() {
+                let m = o.meta();
+                if let (Some(namespace), Some(name)) = (&m.namespace, &m.name) {
                     let mut all = self.write();
-                    let names = all.get_mut(namespace);
-                    if names.is_some_and(|n| n.remove(name).is_some() && n.is_empty()) {
-                        all.remove(namespace);
+                    let names = all.get_mut(namespace.as_str());
+                    if names.is_some_and(|n| n.remove(name.as_str()) && n.is_empty()) {
+                        all.remove(namespace.as_str());
                     }
                 }
             }
@@ -108,20 +110,20 @@ impl<K: Compact> WorkloadStore<K> {
     /// The lean objects of `namespace`, by name. The entries are copied out, so the watch
     /// does not wait while they are inflated and parsed.
     pub(crate) fn objects(&self, namespace: &str) -> Vec<K> {
-        let entries: Vec<(Box<str>, Entry)> = match self.read().get(namespace) {
-            Some(names) => names.iter().map(|(n, e)| (n.clone(), e.clone())).collect(),
+        let entries: Vec<Entry> = match self.read().get(namespace) {
+            Some(names) => names.iter().cloned().collect(),
             None => return Vec::new(),
         };
         entries
             .iter()
-            .filter_map(|(name, e)| e.object::<K>(namespace, name))
+            .filter_map(|e| e.object::<K>(namespace))
             .collect()
     }
 
     /// How many workloads it holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.read().values().map(BTreeMap::len).sum()
+        self.read().values().map(BTreeSet::len).sum()
     }
 }
 
