@@ -15,5 +15,7 @@ pub mod metrics;
 pub mod noproxy;
 pub mod probe;
 pub mod rotation;
+#[cfg(test)]
+mod schema_values;
 pub mod trust;
 pub(crate) mod workloads;

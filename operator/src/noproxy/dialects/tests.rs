@@ -5,26 +5,8 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::*;
+use crate::schema_values::listed;
 use crate::trust::Effect;
-
-/// Every string a JSON schema lists as a value (`enum`, `const`), in order.
-fn listed(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::Object(m) => {
-            for (k, v) in m {
-                match (k.as_str(), v) {
-                    ("const", Value::String(s)) => out.push(s.clone()),
-                    ("enum", Value::Array(a)) => {
-                        out.extend(a.iter().filter_map(|s| s.as_str().map(str::to_owned)))
-                    }
-                    _ => listed(v, out),
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|v| listed(v, out)),
-        _ => {}
-    }
-}
 
 fn names() -> Vec<&'static str> {
     Dialect::ALL.iter().map(|d| d.name()).collect()

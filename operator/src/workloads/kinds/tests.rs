@@ -1,25 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-
-/// Every string a JSON schema lists as a value (`enum`, `const`).
-fn listed(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::Object(m) => {
-            for (k, v) in m {
-                match (k.as_str(), v) {
-                    ("const", Value::String(s)) => out.push(s.clone()),
-                    ("enum", Value::Array(a)) => {
-                        out.extend(a.iter().filter_map(|s| s.as_str().map(str::to_owned)))
-                    }
-                    _ => listed(v, out),
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|v| listed(v, out)),
-        _ => {}
-    }
-}
+use crate::schema_values::listed;
 
 /// `ALL` holds every variant the CRD accepts, in order, each once.
 #[test]
