@@ -121,7 +121,6 @@ pub(crate) fn id_of<K: Resource>(o: &K, kind: WorkloadKind) -> Option<WorkloadId
 }
 
 impl<K: Kind> Workload for K {
-
     fn lean(&mut self) {
         super::lean::workload(self);
     }
