@@ -346,32 +346,7 @@ async fn bare_client(
     namespaces: usize,
     tag: &str,
 ) -> Duration {
-    let before = patched(sim);
-    let t1 = Instant::now();
-    futures::stream::iter((0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i))))
-        .map(|(n, i)| {
-            let api = Api::<Deployment>::namespaced(client.clone(), &format!("team-{n:03}"));
-            async move {
-                let body = json!({
-                    "apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": format!("app-{i}")},
-                    "spec": {"template": {"metadata": {"annotations": {"bench/round": tag}}}}
-                });
-                api.patch(
-                    &format!("app-{i}"),
-                    &PatchParams::apply("bare-client").force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-                .expect("bare patch");
-            }
-        })
-        .buffer_unordered(WORKERS as usize)
-        .collect::<Vec<_>>()
-        .await;
-    let bare = t1.elapsed();
-    assert_eq!(patched(sim) - before, namespaces as u64 * 10);
-    bare
+    bare_patches(sim, client, (namespaces, |_| "Deployment"), tag).await
 }
 
 /// `namespaces` namespaces with a policy, 100 realistic workloads each (10 selected; 80
@@ -675,13 +650,24 @@ async fn bare_client_realistic(
     namespaces: usize,
     tag: &str,
 ) -> Duration {
+    bare_patches(sim, client, (namespaces, |i| realistic_kind(i).0), tag).await
+}
+
+/// One server-side-apply patch to `app-0` to `app-9` of each namespace, of the kind
+/// `kind_of(i)` names, WORKERS at a time; how long they took.
+async fn bare_patches(
+    sim: &kube_sim::KubeSimHandle,
+    client: &kube::Client,
+    (namespaces, kind_of): (usize, fn(usize) -> &'static str),
+    tag: &str,
+) -> Duration {
     use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
     use kube::api::{ApiResource, DynamicObject};
     let before = patched(sim);
     let t1 = Instant::now();
     futures::stream::iter((0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i))))
         .map(|(n, i)| {
-            let (kind, _) = realistic_kind(i);
+            let kind = kind_of(i);
             let resource = match kind {
                 "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
                 "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
