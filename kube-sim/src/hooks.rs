@@ -67,6 +67,10 @@ pub struct RequestCounts {
     /// fieldManager of writes answered with an error status by an injected fault or the
     /// outage -> count (they are in `by_field_manager` too: that counts what was sent).
     pub refused_by_field_manager: BTreeMap<String, u64>,
+    /// (verb, resource) -> requests answered with an error status, for any reason (a
+    /// conflict, a failed precondition, an injected fault); they are in `by_verb_resource`
+    /// too.
+    pub refused: BTreeMap<(String, String), u64>,
 }
 
 impl RequestCounts {
@@ -75,6 +79,16 @@ impl RequestCounts {
             .get(&(verb.to_string(), resource.to_string()))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Requests of `verb` on `resource` the server answered with success.
+    pub fn succeeded(&self, verb: &str, resource: &str) -> u64 {
+        let refused = self
+            .refused
+            .get(&(verb.to_string(), resource.to_string()))
+            .copied()
+            .unwrap_or(0);
+        self.get(verb, resource) - refused
     }
 
     /// All write requests (create, update, patch, delete, deletecollection).
@@ -135,6 +149,15 @@ impl Hooks {
             }
         }
         faults
+    }
+
+    /// Record that a request counted by [`Hooks::on_request`] was answered with an error.
+    pub fn on_refused(&mut self, verb: &str, resource: &str) {
+        *self
+            .counts
+            .refused
+            .entry((verb.into(), resource.into()))
+            .or_default() += 1;
     }
 
     fn pick(&mut self, verb: &str, resource: &str) -> Vec<Fault> {

@@ -183,6 +183,15 @@ fn authorized_as(t: &Target, verb: &str, q: &HashMap<String, String>) -> Target 
     t
 }
 
+/// The verb and resource (with its subresource) a request is counted as.
+fn counted_as(method: &Method, t: &Target, watch: bool) -> (&'static str, String) {
+    let resource = match &t.subresource {
+        Some(s) => format!("{}/{s}", t.rt.plural),
+        None => t.rt.plural.clone(),
+    };
+    (verb_of(method, t, watch), resource)
+}
+
 /// Count the request and apply injected faults; returns a watch drop delay if one applies.
 async fn apply_hooks(
     shared: &Shared,
@@ -191,11 +200,7 @@ async fn apply_hooks(
     watch: bool,
     q: &HashMap<String, String>,
 ) -> ApiResult<Option<Duration>> {
-    let verb = verb_of(method, t, watch);
-    let resource = match &t.subresource {
-        Some(s) => format!("{}/{s}", t.rt.plural),
-        None => t.rt.plural.clone(),
-    };
+    let (verb, resource) = counted_as(method, t, watch);
     let manager = q
         .get("fieldManager")
         .map(String::as_str)
@@ -445,7 +450,28 @@ async fn resource(
     let watching = legacy_watch || flag(&q, "watch");
     let verb = verb_of(&method, &t, watching);
     crate::auth::authorize(&shared.lock(), &user, verb, &authorized_as(&t, verb, &q))?;
-    let drop_after = apply_hooks(shared, &method, &t, watching, &q).await?;
+    let (verb, counted) = counted_as(&method, &t, watching);
+    let served = match apply_hooks(shared, &method, &t, watching, &q).await {
+        Ok(drop_after) => serve(shared, req, t, (legacy_watch, drop_after), q, user).await,
+        Err(e) => Err(e),
+    };
+    if served.is_err() {
+        shared.hooks().on_refused(verb, &counted);
+    }
+    served
+}
+
+/// A resource request, authorized and counted: `watch` is whether the legacy watch path
+/// was used, and the delay after which an injected fault drops the watch.
+async fn serve(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    t: Target,
+    (legacy_watch, drop_after): (bool, Option<Duration>),
+    q: HashMap<String, String>,
+    user: crate::auth::User,
+) -> ApiResult<Response<Body>> {
+    let method = req.method().clone();
     if t.rt.is_review() {
         if method != Method::POST || t.name.is_some() || t.subresource.is_some() {
             return Err(ApiError::method_not_allowed(format!(

@@ -385,6 +385,19 @@ async fn request_accounting_and_retry_after() {
     assert_eq!(c.writes(), 4);
     assert_eq!(c.noop_writes, 3);
     assert_eq!(c.by_field_manager.get("tester"), Some(&4));
+    assert!(c.refused.is_empty(), "{:?}", c.refused);
+
+    // A write fenced by an old resourceVersion is sent, refused and counted as both.
+    let stale = Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "data": {"k": "w"}}));
+    let e = cms.patch("a", &PatchParams::default(), &stale).await;
+    assert!(
+        matches!(e, Err(kube::Error::Api(ref s)) if s.code == 409),
+        "{e:?}"
+    );
+    let c = sim.request_counts();
+    assert_eq!(c.get("patch", "configmaps"), 4);
+    assert_eq!(c.succeeded("patch", "configmaps"), 3);
+    assert_eq!(c.succeeded("get", "configmaps"), 2);
 
     sim.inject_fault(
         FaultRule::new(
@@ -410,6 +423,11 @@ async fn request_accounting_and_retry_after() {
     assert!(raw.contains("\"reason\":\"TooManyRequests\""), "{raw}");
     // The rule was used up.
     assert!(cms.get("a").await.is_ok());
+    let c = sim.request_counts();
+    assert_eq!(
+        c.get("get", "configmaps") - c.succeeded("get", "configmaps"),
+        1
+    );
 }
 
 /// A GET over a bare TCP connection, with the admin token or none (`token: None`), and an
