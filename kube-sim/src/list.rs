@@ -1,5 +1,7 @@
 //! LIST with selectors and `limit`/`continue` paging.
 
+use std::collections::BTreeMap;
+
 use base64::Engine;
 use serde_json::{Value, json};
 
@@ -47,7 +49,8 @@ fn encode_continue(rv: u64, key: &Key) -> String {
     B64.encode(format!("{rv}/{}/{}", key.0, key.1))
 }
 
-fn decode_continue(token: &str) -> ApiResult<Key> {
+/// The version the first page was served at, and the last key it returned.
+fn decode_continue(token: &str) -> ApiResult<(u64, Key)> {
     let bad = || {
         ApiError::bad_request(
             "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
@@ -56,13 +59,14 @@ fn decode_continue(token: &str) -> ApiResult<Key> {
     let raw = B64.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
     let s = String::from_utf8(raw).map_err(|_| bad())?;
     let mut parts = s.splitn(3, '/');
-    let _rv = parts
+    let rv = parts
         .next()
         .and_then(|r| r.parse::<u64>().ok())
+        .filter(|r| *r > 0)
         .ok_or_else(bad)?;
     let ns = parts.next().ok_or_else(bad)?;
     let name = parts.next().ok_or_else(bad)?;
-    Ok((ns.to_string(), name.to_string()))
+    Ok((rv, (ns.to_string(), name.to_string())))
 }
 
 pub fn list(store: &Store, t: &Target, p: &ListParams) -> ApiResult<Value> {
@@ -118,27 +122,37 @@ pub fn list_json(store: &Store, t: &Target, p: &ListParams) -> ApiResult<Vec<u8>
 }
 
 /// The stored objects a LIST returns (selectors, `limit`, `continue`) and the list's metadata.
-fn select<'a>(
-    store: &'a Store,
-    t: &'a Target,
-    p: &'a ListParams,
-) -> ApiResult<(Vec<&'a Stored>, Value)> {
+/// Every page is served at the version of the first (as etcd serves a continued list), so
+/// the pages together are one consistent snapshot and a watch from the list's version
+/// misses nothing; a continue token older than the history answers 410 Expired.
+fn select(store: &Store, t: &Target, p: &ListParams) -> ApiResult<(Vec<Stored>, Value)> {
     let gr = t.rt.group_resource();
     let ns = t
         .namespace
         .as_deref()
         .or_else(|| p.fields.pinned("metadata.namespace"));
-    let after = p
-        .continue_token
-        .as_deref()
-        .map(decode_continue)
-        .transpose()?;
-    let rv = store.current_rv();
+    let (rv, after) = match p.continue_token.as_deref().map(decode_continue) {
+        Some(r) => {
+            let (rv, k) = r?;
+            (rv.min(store.current_rv()), Some(k))
+        }
+        None => (store.current_rv(), None),
+    };
+    let then = store.states_at(&gr, rv).ok_or_else(|| {
+        ApiError::expired(
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter.",
+        )
+    })?;
     let mut items = Vec::new();
     let mut last_key = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (k, o) in store.range_stored(&gr, ns, after.as_ref()) {
+    for (k, o) in at_version(
+        store.range_stored(&gr, ns, after.as_ref()),
+        &then,
+        (ns, &after),
+    ) {
         if !p.matches_stored(o) {
             continue;
         }
@@ -147,7 +161,7 @@ fn select<'a>(
             remaining += 1;
             continue;
         }
-        items.push(o);
+        items.push(o.clone());
         last_key = Some(k.clone());
     }
     let mut meta = json!({ "resourceVersion": rv.to_string() });
@@ -156,6 +170,28 @@ fn select<'a>(
         meta["remainingItemCount"] = json!(remaining);
     }
     Ok((items, meta))
+}
+
+/// The objects stored now (`current`, in key order) as they were at an earlier version:
+/// those changed since replaced by their state then (`then`, from [`Store::states_at`]),
+/// in key order, within the namespace and after the key of `range`.
+fn at_version<'a>(
+    current: impl Iterator<Item = (&'a Key, &'a Stored)> + 'a,
+    then: &'a BTreeMap<Key, Option<Stored>>,
+    (ns, after): (Option<&'a str>, &'a Option<Key>),
+) -> impl Iterator<Item = (&'a Key, &'a Stored)> + 'a {
+    let mut now = current.filter(|(k, _)| !then.contains_key(*k)).peekable();
+    let mut earlier = then
+        .iter()
+        .filter(move |(k, _)| after.as_ref().is_none_or(|a| *k > a))
+        .filter(move |(k, _)| ns.is_none_or(|ns| k.0 == ns))
+        .filter_map(|(k, o)| Some((k, o.as_ref()?)))
+        .peekable();
+    std::iter::from_fn(move || match (now.peek(), earlier.peek()) {
+        (Some((a, _)), Some((b, _))) if a < b => now.next(),
+        (Some(_), None) => now.next(),
+        _ => earlier.next(),
+    })
 }
 
 #[cfg(test)]
@@ -239,5 +275,124 @@ mod tests {
             .expect("reduced");
         assert_eq!(full, reduced);
         assert_eq!(full["items"][0]["metadata"]["name"], "x");
+    }
+
+    fn put_configmap(store: &mut Store, t: &Target, (ns, name, k): (&str, &str, &str)) {
+        let rv = store.next_rv();
+        store.put(
+            &t.rt.group_resource(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": ns, "resourceVersion": rv.to_string()},
+                   "data": {"k": k}}),
+        );
+    }
+
+    /// Every page of a list `limit` 1 from `token` on: (namespace/name, data.k) and the
+    /// version each page carries.
+    fn rest(store: &Store, t: &Target, mut token: String) -> (Vec<(String, String)>, Vec<String>) {
+        let (mut items, mut versions) = (Vec::new(), Vec::new());
+        while !token.is_empty() {
+            let p = ListParams {
+                limit: Some(1),
+                continue_token: Some(token),
+                ..Default::default()
+            };
+            let page = list(store, t, &p).expect("page");
+            for i in page["items"].as_array().expect("items") {
+                let m = &i["metadata"];
+                items.push((
+                    format!(
+                        "{}/{}",
+                        m["namespace"].as_str().unwrap_or_default(),
+                        m["name"].as_str().unwrap_or_default()
+                    ),
+                    i["data"]["k"].as_str().unwrap_or_default().to_string(),
+                ));
+            }
+            versions.push(
+                page["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            token = page["metadata"]["continue"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        (items, versions)
+    }
+
+    #[test]
+    fn continued_pages_show_the_first_pages_version() {
+        let (mut store, t) = store_with_configmaps();
+        let p = ListParams {
+            limit: Some(1),
+            ..Default::default()
+        };
+        let first = list(&store, &t, &p).expect("first page");
+        assert_eq!(first["items"][0]["metadata"]["name"], "x");
+        let at = first["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("rv")
+            .to_string();
+        let token = first["metadata"]["continue"]
+            .as_str()
+            .expect("more")
+            .to_string();
+        // Between the pages: the listed a/x and the unlisted a/y change, b/z goes, c/w comes.
+        put_configmap(&mut store, &t, ("a", "x", "new"));
+        put_configmap(&mut store, &t, ("a", "y", "new"));
+        put_configmap(&mut store, &t, ("c", "w", "new"));
+        store.remove(&t.rt.group_resource(), &("b".into(), "z".into()));
+        let (items, versions) = rest(&store, &t, token);
+        let old = "v\n\"quoted\" é".to_string();
+        assert_eq!(
+            items,
+            [("a/y".to_string(), old.clone()), ("b/z".to_string(), old)]
+        );
+        assert_eq!(versions, [at.clone(), at]);
+        // A new list shows the objects as they are now.
+        let now = list(&store, &t, &ListParams::default()).expect("list");
+        let names: Vec<_> = now["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| {
+                (
+                    i["metadata"]["name"].as_str().unwrap_or_default(),
+                    i["data"]["k"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(names, [("x", "new"), ("y", "new"), ("w", "new")]);
+    }
+
+    #[test]
+    fn a_continue_older_than_the_history_is_expired() {
+        let (mut store, t) = store_with_configmaps();
+        let p = ListParams {
+            limit: Some(1),
+            ..Default::default()
+        };
+        let first = list(&store, &t, &p).expect("first page");
+        let token = first["metadata"]["continue"]
+            .as_str()
+            .expect("more")
+            .to_string();
+        put_configmap(&mut store, &t, ("a", "y", "new"));
+        store.compact();
+        let p = ListParams {
+            limit: Some(1),
+            continue_token: Some(token),
+            ..Default::default()
+        };
+        let e = list(&store, &t, &p).expect_err("expired");
+        assert_eq!((e.code, e.reason), (410, "Expired"), "{e:?}");
+        assert!(
+            e.message.contains("continue parameter is too old"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -108,9 +108,11 @@ pub struct Change {
     pub kind: EventType,
     pub gr: GroupResource,
     pub namespace: String,
+    pub name: String,
     pub object: Stored,
-    /// The previous state for MODIFIED (used to turn selector transitions into ADDED/DELETED);
-    /// shares its JSON with the previous change.
+    /// The previous state for MODIFIED (used to turn selector transitions into ADDED/DELETED)
+    /// and DELETED (what a list at an earlier version shows); shares its JSON with the
+    /// previous change.
     pub old: Option<Stored>,
     /// The object's JSON at another apiVersion than stored, encoded once for all plain
     /// watchers of that version.
@@ -335,6 +337,7 @@ impl Store {
             kind,
             gr: gr.clone(),
             namespace: key.0,
+            name: key.1,
             object: stored,
             old,
             wire: Default::default(),
@@ -353,7 +356,8 @@ impl Store {
     }
 
     fn remove_one(&mut self, gr: &GroupResource, key: &Key) -> Option<Arc<Value>> {
-        let old = Arc::new(self.objects.get_mut(gr)?.remove(key)?.value());
+        let stored = self.objects.get_mut(gr)?.remove(key)?;
+        let old = Arc::new(stored.value());
         if let Some(uid) = uid_of(&old) {
             self.uids.remove(uid);
         }
@@ -370,8 +374,9 @@ impl Store {
             kind: EventType::Deleted,
             gr: gr.clone(),
             namespace: key.0.clone(),
+            name: key.1.clone(),
             object: Stored::encode(&last),
-            old: None,
+            old: Some(stored),
             wire: Default::default(),
         });
         Some(last)
@@ -415,6 +420,27 @@ impl Store {
         }
         let start = self.history.partition_point(|c| c.rv <= rv);
         Some(self.history.range(start..).cloned().collect())
+    }
+
+    /// What changed in `gr` after `rv`: each object's state at `rv` by key (`None`: it did
+    /// not exist then), or None when some of those changes were compacted away. With the
+    /// objects stored now, that is `gr` as a list at `rv` shows it.
+    pub fn states_at(&self, gr: &GroupResource, rv: u64) -> Option<BTreeMap<Key, Option<Stored>>> {
+        if rv < self.compacted {
+            return None;
+        }
+        let start = self.history.partition_point(|c| c.rv <= rv);
+        let mut out = BTreeMap::new();
+        for c in self.history.range(start..).filter(|c| c.gr == *gr) {
+            let then = match c.kind {
+                EventType::Added => None,
+                _ => c.old.clone(),
+            };
+            // The first change after `rv` holds the state at `rv`.
+            out.entry((c.namespace.clone(), c.name.clone()))
+                .or_insert(then);
+        }
+        Some(out)
     }
 
     /// Drop all history: watches from any older resourceVersion get 410.
