@@ -690,3 +690,73 @@ async fn deployment_controller_rolls_out() {
             .is_empty()
     );
 }
+
+/// A list read in pages is one snapshot at the first page's version, and a watch from the
+/// list's version brings what changed meanwhile, also on the pages already read (a
+/// reflector that lists in pages then watches misses nothing).
+#[tokio::test]
+async fn paged_list_then_watch_misses_no_change() {
+    let (_sim, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    for name in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &cm(name, "1"))
+            .await
+            .expect("create");
+    }
+    let first = api
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .expect("first page");
+    assert_eq!(first.items[0].name_any(), "a");
+    // Changed after the first page: "a" (read already) and "b" (not yet).
+    for name in ["a", "b"] {
+        api.replace(name, &PostParams::default(), &cm_at(&api, name, "2").await)
+            .await
+            .expect("update");
+    }
+    let mut token = first.metadata.continue_.clone();
+    let mut seen = vec![("a".to_string(), value_of(&first.items[0]))];
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = api
+            .list(&kube::api::ListParams::default().limit(1).continue_token(&t))
+            .await
+            .expect("page");
+        assert_eq!(
+            page.metadata.resource_version,
+            first.metadata.resource_version
+        );
+        seen.extend(page.items.iter().map(|c| (c.name_any(), value_of(c))));
+        token = page.metadata.continue_;
+    }
+    let v = |n: &str, x: &str| (n.to_string(), x.to_string());
+    assert_eq!(seen, [v("a", "1"), v("b", "1"), v("c", "1")]);
+    let rv = first.metadata.resource_version.expect("version");
+    let mut events = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut changed = Vec::new();
+    while changed.len() < 2 {
+        let e = timeout(WAIT, events.try_next()).await.expect("in time");
+        if let Some(WatchEvent::Modified(c)) = e.expect("event") {
+            changed.push(v(&c.name_any(), &value_of(&c)));
+        }
+    }
+    assert_eq!(changed, [v("a", "2"), v("b", "2")]);
+}
+
+fn value_of(c: &ConfigMap) -> String {
+    c.data
+        .as_ref()
+        .and_then(|d| d.get("v"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `name` as stored now with data `v: value`, ready to replace it.
+async fn cm_at(api: &Api<ConfigMap>, name: &str, value: &str) -> ConfigMap {
+    let mut c = api.get(name).await.expect("get");
+    c.data = Some(BTreeMap::from([("v".to_string(), value.to_string())]));
+    c
+}
