@@ -22,6 +22,7 @@
 //!    to a bare client, and kube-sim's own memory per workload.
 //!
 //! The last line is `summary: key=value ...` with the figures measured in this run.
+//! `EPO_BENCH_LOG=egress_proxy_operator=debug` logs the in-process operator to stderr.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -135,12 +136,23 @@ fn patched(sim: &kube_sim::KubeSimHandle) -> u64 {
     patched_in(&sim.request_counts())
 }
 
+/// Workload patches the server took: refused ones (a conflict) are not counted.
 fn patched_in(counts: &kube_sim::hooks::RequestCounts) -> u64 {
-    ["deployments", "statefulsets", "daemonsets"]
-        .map(|kind| counts.get("patch", kind))
+    WORKLOAD_RESOURCES
+        .map(|kind| counts.succeeded("patch", kind))
         .iter()
         .sum()
 }
+
+/// Workload patches the server refused.
+fn refused_in(counts: &kube_sim::hooks::RequestCounts) -> u64 {
+    WORKLOAD_RESOURCES
+        .map(|kind| counts.get("patch", kind) - counts.succeeded("patch", kind))
+        .iter()
+        .sum()
+}
+
+const WORKLOAD_RESOURCES: [&str; 3] = ["deployments", "statefulsets", "daemonsets"];
 
 async fn wait_patches(
     sim: &kube_sim::KubeSimHandle,
@@ -196,6 +208,7 @@ async fn propagation(namespaces: usize, rounds: usize) -> Option<(f64, f64)> {
     let mut per_change = Vec::new();
     for round in 1..=rounds {
         let patches = patched(&sim);
+        let refused = refused_in(&sim.request_counts());
         let writes = field_manager_writes(&sim);
         let events = sim.request_counts().get("create", "events");
         let secrets =
@@ -214,6 +227,7 @@ async fn propagation(namespaces: usize, rounds: usize) -> Option<(f64, f64)> {
         tokio::time::sleep(Duration::from_secs(6)).await;
         let total_writes = field_manager_writes(&sim) - writes;
         let new_events = sim.request_counts().get("create", "events") - events;
+        let refused = refused_in(&sim.request_counts()) - refused;
 
         let bare = bare_client(&sim, &client, namespaces, &format!("{round}")).await;
         let ratio = operator.as_secs_f64() / bare.as_secs_f64();
@@ -223,7 +237,7 @@ async fn propagation(namespaces: usize, rounds: usize) -> Option<(f64, f64)> {
         let minimum = n + 3 * namespaces;
         per_change.push((total_writes + new_events) as f64 / minimum as f64);
         println!(
-            "round {round}: operator {:.0} ms, bare client {:.0} ms, ratio {ratio:.2}; operator API writes for the change: {total_writes} ({} events), minimum {minimum} with the Events",
+            "round {round}: operator {:.0} ms, bare client {:.0} ms, ratio {ratio:.2}; operator API writes for the change: {total_writes} ({} events, {refused} workload patches refused), minimum {minimum} with the Events",
             operator.as_secs_f64() * 1000.0,
             bare.as_secs_f64() * 1000.0,
             new_events
@@ -302,7 +316,7 @@ async fn rotation() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let counts = sim.request_counts();
     let (writes, events) = (field_manager_writes(&sim), counts.get("create", "events"));
-    let patches = patched_in(&counts);
+    let (patches, refused) = (patched_in(&counts), refused_in(&counts));
     let secrets =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "proxy-system");
     let t0 = Instant::now();
@@ -321,8 +335,9 @@ async fn rotation() {
     let total = field_manager_writes(&sim) - writes;
     let minimum = 1000 + 2 * 100 + 2 * 100;
     println!(
-        "operator writes for the rotation: {total} (workloads {}, minimum {minimum}: ratio {:.2}); events {}",
+        "operator writes for the rotation: {total} (workloads {}, {} refused; minimum {minimum}: ratio {:.2}); events {}",
         patched_in(&counts) - patches,
+        refused_in(&counts) - refused,
         total as f64 / minimum as f64,
         counts.get("create", "events") - events
     );
@@ -804,6 +819,14 @@ async fn large_change(
 }
 
 fn main() {
+    // EPO_BENCH_LOG (an EnvFilter, e.g. "egress_proxy_operator=debug") logs the in-process
+    // operator's reconciles to stderr.
+    if let Ok(filter) = std::env::var("EPO_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
