@@ -1,9 +1,11 @@
 //! Reconciler benchmarks; prints figures (run: `cargo bench -p egress-proxy-operator --bench reconcile`).
 //!
 //! 1. 1,000 selected Deployments in 100 namespaces share one source Secret. Time from the
-//!    Secret update until every Deployment is patched, next to a bare client sending the same
-//!    1,000 server-side-apply patches with the same concurrency against the same server; then
-//!    the same with 10,000 in 1,000 namespaces (one update).
+//!    Secret update until every Deployment is patched (patches the server refused with 409
+//!    do not count), next to a bare client sending the same 1,000 server-side-apply patches
+//!    (the env entries the operator applied, and one changed annotation) with the same
+//!    concurrency against the same server; then the same with 10,000 in 1,000 namespaces (one
+//!    update).
 //! 2. Resident memory of the operator binary with 10,000 Deployments (1,000 selected) and
 //!    10,000 unrelated Secrets in the server.
 //! 3. A credential rotation (`rotation: Auto`) of the same 1,000 Deployments: time until every
@@ -354,7 +356,8 @@ async fn rotation() {
     let _ = op.await;
 }
 
-/// The bare client: the same server-side-apply patches (10 per namespace), WORKERS at a time.
+/// The bare client: the operator's server-side-apply patches (10 per namespace), WORKERS at
+/// a time; see [`bare_patches`].
 async fn bare_client(
     sim: &kube_sim::KubeSimHandle,
     client: &kube::Client,
@@ -669,38 +672,32 @@ async fn bare_client_realistic(
 }
 
 /// One server-side-apply patch to `app-0` to `app-9` of each namespace, of the kind
-/// `kind_of(i)` names, WORKERS at a time; how long they took.
+/// `kind_of(i)` names, WORKERS at a time; how long they took. Each is the same write as
+/// the operator's: the env entries it applied (read before the clock starts, as the
+/// operator reads its cache) and one changed template annotation.
 async fn bare_patches(
     sim: &kube_sim::KubeSimHandle,
     client: &kube::Client,
     (namespaces, kind_of): (usize, fn(usize) -> &'static str),
     tag: &str,
 ) -> Duration {
-    use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
-    use kube::api::{ApiResource, DynamicObject};
+    let targets = (0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i)));
+    let apis: Vec<_> = targets
+        .map(|(n, i)| (workload_api(client, n, kind_of(i)), format!("app-{i}")))
+        .collect();
+    let bodies: Vec<_> = futures::stream::iter(&apis)
+        .map(|((api, kind), name)| same_write(api, kind, name, tag))
+        .buffered(WORKERS as usize)
+        .collect()
+        .await;
     let before = patched(sim);
     let t1 = Instant::now();
-    futures::stream::iter((0..namespaces).flat_map(|n| (0..10).map(move |i| (n, i))))
-        .map(|(n, i)| {
-            let kind = kind_of(i);
-            let resource = match kind {
-                "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
-                "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
-                _ => ApiResource::erase::<Deployment>(&()),
-            };
-            let ns = format!("team-{n:03}");
-            let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource);
-            async move {
-                let body = json!({
-                    "apiVersion": "apps/v1", "kind": kind,
-                    "metadata": {"name": format!("app-{i}")},
-                    "spec": {"template": {"metadata": {"annotations": {"bench/round": tag}}}}
-                });
-                let params = PatchParams::apply("bare-client").force();
-                api.patch(&format!("app-{i}"), &params, &Patch::Apply(&body))
-                    .await
-                    .expect("bare patch");
-            }
+    futures::stream::iter(apis.iter().zip(&bodies))
+        .map(|(((api, _), name), body)| async move {
+            let params = PatchParams::apply("bare-client").force();
+            api.patch(name, &params, &Patch::Apply(body))
+                .await
+                .expect("bare patch");
         })
         .buffer_unordered(WORKERS as usize)
         .collect::<Vec<_>>()
@@ -708,6 +705,73 @@ async fn bare_patches(
     let bare = t1.elapsed();
     assert_eq!(patched(sim) - before, namespaces as u64 * 10);
     bare
+}
+
+/// The API of one workload kind in `team-NNN`, and the kind.
+fn workload_api(
+    client: &kube::Client,
+    n: usize,
+    kind: &'static str,
+) -> (Api<kube::api::DynamicObject>, &'static str) {
+    use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+    use kube::api::ApiResource;
+    let resource = match kind {
+        "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
+        "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
+        _ => ApiResource::erase::<Deployment>(&()),
+    };
+    let ns = format!("team-{n:03}");
+    (Api::namespaced_with(client.clone(), &ns, &resource), kind)
+}
+
+/// An apply of `name` with the env entries the operator applied to each of its containers
+/// (those that read the policy's managed Secret or ConfigMap) and the template annotation
+/// `bench/round: tag`.
+async fn same_write(
+    api: &Api<kube::api::DynamicObject>,
+    kind: &str,
+    name: &str,
+    tag: &str,
+) -> serde_json::Value {
+    // The managed Secret and ConfigMap of policy `outbound`.
+    let managed = "egress-proxy-outbound";
+    let o = api.get(name).await.expect("read the workload");
+    let reads_managed = |e: &&serde_json::Value| {
+        ["secretKeyRef", "configMapKeyRef"]
+            .iter()
+            .any(|r| e.pointer(&format!("/valueFrom/{r}/name")) == Some(&json!(managed)))
+    };
+    let mut spec = serde_json::Map::new();
+    for list in ["initContainers", "containers"] {
+        let Some(cs) = o.data.pointer(&format!("/spec/template/spec/{list}")) else {
+            continue;
+        };
+        let cs: Vec<_> = cs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let env: Vec<_> = c["env"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(reads_managed)
+                    .collect();
+                json!({"name": c["name"], "env": env})
+            })
+            .collect();
+        spec.insert(list.into(), json!(cs));
+    }
+    let found = spec
+        .values()
+        .flat_map(|cs| cs.as_array().into_iter().flatten())
+        .any(|c| c["env"].as_array().is_some_and(|e| !e.is_empty()));
+    assert!(found, "{name}: no env entry of the operator's to send");
+    json!({
+        "apiVersion": "apps/v1", "kind": kind,
+        "metadata": {"name": name},
+        "spec": {"template": {"metadata": {"annotations": {"bench/round": tag}}, "spec": spec}}
+    })
 }
 
 /// `namespaces` realistic namespaces loaded one at a time (no fixture string of the whole
