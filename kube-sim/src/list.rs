@@ -174,7 +174,7 @@ fn select(store: &Store, t: &Target, p: &ListParams) -> ApiResult<(Vec<Stored>, 
 
 /// The objects stored now (`current`, in key order) as they were at an earlier version:
 /// those changed since replaced by their state then (`then`, from [`Store::states_at`]),
-/// in key order, within the namespace and after the key of `range`.
+/// in key order, within namespace `ns` and after the key `after`.
 fn at_version<'a>(
     current: impl Iterator<Item = (&'a Key, &'a Stored)> + 'a,
     then: &'a BTreeMap<Key, Option<Stored>>,

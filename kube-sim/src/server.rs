@@ -448,9 +448,8 @@ async fn resource(
     t.manager = Some(field_manager(&q, &req));
     t.user = Some(user.name());
     let watching = legacy_watch || flag(&q, "watch");
-    let verb = verb_of(&method, &t, watching);
-    crate::auth::authorize(&shared.lock(), &user, verb, &authorized_as(&t, verb, &q))?;
     let (verb, counted) = counted_as(&method, &t, watching);
+    crate::auth::authorize(&shared.lock(), &user, verb, &authorized_as(&t, verb, &q))?;
     let served = match apply_hooks(shared, &method, &t, watching, &q).await {
         Ok(drop_after) => serve(shared, req, t, (legacy_watch, drop_after), q, user).await,
         Err(e) => Err(e),
@@ -461,8 +460,8 @@ async fn resource(
     served
 }
 
-/// A resource request, authorized and counted: `watch` is whether the legacy watch path
-/// was used, and the delay after which an injected fault drops the watch.
+/// A resource request, authorized and counted: whether it came by the legacy watch path,
+/// and the delay after which an injected fault drops its watch.
 async fn serve(
     shared: &Arc<Shared>,
     req: Request<Incoming>,
